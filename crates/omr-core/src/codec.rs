@@ -1,0 +1,196 @@
+//! Versioned, size-limited binary encodings: a fixed header, bounds-checked readers, bit packing.
+//!
+//! Every encoding starts with `b"OMR"`, a kind byte, a version byte and the parameter set id.
+//! Readers check every length against the remaining input before allocating, so junk input
+//! yields [`OmrError::Malformed`] and never a panic or an unbounded allocation.
+
+use crate::error::OmrError;
+use crate::params::ParamSet;
+
+pub(crate) const MAGIC: &[u8; 3] = b"OMR";
+/// Length of the common header: magic (3), kind (1), version (1), parameter set (1).
+pub const HEADER_LEN: usize = 6;
+pub(crate) const VERSION: u8 = 1;
+
+/// What an encoding holds (the kind byte of the header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Clue = 1,
+    ClueKey = 2,
+    DetectionKey = 3,
+    SecretKey = 4,
+    Digest = 5,
+    Payload = 6,
+    Accumulator = 7,
+}
+
+impl Kind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Clue => "clue",
+            Kind::ClueKey => "clue key",
+            Kind::DetectionKey => "detection key",
+            Kind::SecretKey => "secret key",
+            Kind::Digest => "digest",
+            Kind::Payload => "payload",
+            Kind::Accumulator => "accumulator",
+        }
+    }
+}
+
+pub(crate) fn write_header(out: &mut Vec<u8>, kind: Kind, params: &ParamSet) {
+    out.extend_from_slice(MAGIC);
+    out.push(kind as u8);
+    out.push(VERSION);
+    out.push(params.id);
+}
+
+/// A bounds-checked reader over an encoding.
+#[derive(Debug)]
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    /// Check the size limit and the header; return the reader positioned after it and the set.
+    pub(crate) fn open(
+        buf: &'a [u8],
+        kind: Kind,
+        limit: usize,
+    ) -> Result<(Self, &'static ParamSet), OmrError> {
+        let what = kind.name();
+        if buf.len() > limit {
+            return Err(OmrError::TooLarge { what, got: buf.len(), limit });
+        }
+        if buf.len() < HEADER_LEN {
+            return Err(OmrError::malformed(what, "shorter than the header"));
+        }
+        if &buf[..3] != MAGIC {
+            return Err(OmrError::malformed(what, "bad magic (not an OMR encoding)"));
+        }
+        if buf[3] != kind as u8 {
+            return Err(OmrError::malformed(what, format!("holds kind {}, not a {what}", buf[3])));
+        }
+        if buf[4] != VERSION {
+            return Err(OmrError::malformed(what, format!("unsupported version {}", buf[4])));
+        }
+        let params = ParamSet::by_id(buf[5])?;
+        Ok((Reader { buf: &buf[HEADER_LEN..], what }, params))
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], OmrError> {
+        if n > self.buf.len() {
+            return Err(OmrError::malformed(
+                self.what,
+                format!("truncated: needs {n} more bytes, {} left", self.buf.len()),
+            ));
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+
+    pub(crate) fn u8(&mut self) -> Result<u8, OmrError> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32, OmrError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64, OmrError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+
+    pub(crate) fn u128(&mut self) -> Result<u128, OmrError> {
+        Ok(u128::from_le_bytes(self.take(16)?.try_into().expect("16 bytes")))
+    }
+
+    pub(crate) fn array32(&mut self) -> Result<[u8; 32], OmrError> {
+        Ok(self.take(32)?.try_into().expect("32 bytes"))
+    }
+
+    /// Read `count` values of `bits` bits each, packed LSB-first.
+    pub(crate) fn packed(&mut self, count: usize, bits: u32) -> Result<Vec<u64>, OmrError> {
+        let len = (count * bits as usize).div_ceil(8);
+        let bytes = self.take(len)?;
+        Ok(unpack_bits(bytes, count, bits))
+    }
+
+    /// Read `count` little-endian u64 values.
+    pub(crate) fn u64s(&mut self, count: usize) -> Result<Vec<u64>, OmrError> {
+        let bytes = self.take(count.checked_mul(8).ok_or_else(|| self.err("length overflow"))?)?;
+        Ok(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8"))).collect())
+    }
+
+    pub(crate) fn err(&self, why: impl Into<String>) -> OmrError {
+        OmrError::malformed(self.what, why)
+    }
+
+    /// Fail unless all input was consumed.
+    pub(crate) fn finish(self) -> Result<(), OmrError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(OmrError::malformed(self.what, format!("{} trailing bytes", self.buf.len())))
+        }
+    }
+}
+
+/// Append `values` (each < 2^bits) packed LSB-first.
+pub(crate) fn pack_bits(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>, bits: u32) {
+    debug_assert!((1..=64).contains(&bits));
+    let mut acc: u128 = 0;
+    let mut filled = 0u32;
+    for v in values {
+        debug_assert!(bits == 64 || v >> bits == 0);
+        acc |= (v as u128) << filled;
+        filled += bits;
+        while filled >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            filled -= 8;
+        }
+    }
+    if filled > 0 {
+        out.push(acc as u8);
+    }
+}
+
+pub(crate) fn unpack_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u64> {
+    let mask: u128 = if bits == 64 { u64::MAX as u128 } else { (1u128 << bits) - 1 };
+    let mut out = Vec::with_capacity(count);
+    let mut acc: u128 = 0;
+    let mut filled = 0u32;
+    let mut it = bytes.iter();
+    for _ in 0..count {
+        while filled < bits {
+            acc |= (*it.next().expect("length checked by caller") as u128) << filled;
+            filled += 8;
+        }
+        out.push((acc & mask) as u64);
+        acc >>= bits;
+        filled -= bits;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bit_packing_round_trips_at_odd_widths() {
+        for bits in [1u32, 7, 12, 19, 50, 64] {
+            let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            let values: Vec<u64> =
+                (0..97u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask).collect();
+            let mut out = Vec::new();
+            pack_bits(&mut out, values.iter().copied(), bits);
+            assert_eq!(out.len(), (values.len() * bits as usize).div_ceil(8));
+            assert_eq!(unpack_bits(&out, values.len(), bits), values);
+        }
+    }
+}

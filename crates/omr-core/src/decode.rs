@@ -1,0 +1,230 @@
+//! The recipient's side: decrypt a digest, peel the index buckets, check the checksums and solve
+//! the payload system over GF(t).
+
+use std::collections::{BTreeSet, VecDeque};
+
+use crate::digest::{Digest, Layout, MessagePrf, BUCKET_SLOTS};
+use crate::error::OmrError;
+use crate::keys::SecretKey;
+use crate::prime::{self, Ntt};
+
+/// One recovered message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retrieved {
+    pub index: u64,
+    pub payload: Vec<u8>,
+}
+
+impl SecretKey {
+    /// Decrypt every plaintext coefficient of a digest (values in [0, t)).
+    pub fn decrypt_digest(&self, digest: &Digest) -> Result<Vec<u64>, OmrError> {
+        if digest.params != self.params {
+            return Err(OmrError::ParamMismatch {
+                what: "digest",
+                got: digest.params.name,
+                expected: self.params.name,
+            });
+        }
+        if digest.kbar != self.kbar {
+            return Err(OmrError::malformed("digest", "k̄ differs from the secret key's"));
+        }
+        let p = self.params;
+        let n = p.n2;
+        let log = p.digest_modulus_log;
+        let q = 1u64 << log;
+        let t = p.plain_modulus;
+        let ntt = Ntt::new(n);
+        let mut s = self.glwe2.as_ref().to_vec();
+        ntt.fwd(&mut s);
+        let mut out = Vec::with_capacity(digest.glwes.len() / 2);
+        for ct in digest.glwes.chunks_exact(2 * n) {
+            let mut a = ct[..n].to_vec();
+            ntt.fwd(&mut a);
+            let mut prod = vec![0u64; n];
+            ntt.mul_acc(&mut prod, &a, &s);
+            ntt.inv(&mut prod);
+            for (c, &b) in ct[n..].iter().enumerate() {
+                // a·s is an exact small integer: |a·s| < N·2^log < p/2.
+                let as_ = prime::centered_f64(prod[c]) as i64;
+                let phase = (b as i64 - as_).rem_euclid(q as i64) as u64;
+                let m = ((phase as u128 * t as u128 + (q / 2) as u128) >> log) as u64 % t;
+                out.push(m);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Decode a digest into the (index, payload) pairs of this recipient's messages in
+    /// `[digest.start(), digest.end())`, sorted by index.
+    pub fn decode(&self, digest: &Digest) -> Result<Vec<Retrieved>, OmrError> {
+        let plain = self.decrypt_digest(digest)?;
+        let layout = Layout::new(self.params, self.kbar);
+        let indices = peel(&layout, &self.prf_seed, digest.start, digest.end, &plain, self.kbar)?;
+        solve_payloads(self, &layout, &indices, &plain)
+    }
+}
+
+fn sub_t(a: u64, b: u64, t: u64) -> u64 {
+    (a + t - b) % t
+}
+
+/// Recover the pertinent indices from the bucket segments by peeling pure buckets.
+fn peel(
+    layout: &Layout,
+    seed: &[u8; 32],
+    start: u64,
+    end: u64,
+    plain: &[u64],
+    kbar: usize,
+) -> Result<Vec<u64>, OmrError> {
+    let t = layout.t;
+    let modulus = t * t;
+    let mut cells: Vec<u64> = plain[..layout.segments * layout.buckets * BUCKET_SLOTS].to_vec();
+    let mut queue: VecDeque<(usize, usize)> = VecDeque::new();
+    for seg in 0..layout.segments {
+        for b in 0..layout.buckets {
+            if cells[layout.slot(seg, b)] == 1 {
+                queue.push_back((seg, b));
+            }
+        }
+    }
+    let mut found = BTreeSet::new();
+    while let Some((seg, b)) = queue.pop_front() {
+        let base = layout.slot(seg, b);
+        if cells[base] != 1 {
+            continue;
+        }
+        let offset = cells[base + 1] + t * cells[base + 2];
+        // The unique index in [start, end) congruent to offset mod t² (end - start ≤ M ≤ t²).
+        let first = start + (offset + modulus - start % modulus) % modulus;
+        if first >= end || found.contains(&first) {
+            continue;
+        }
+        let prf = MessagePrf::new(seed, layout, first);
+        if prf.check != cells[base + 3] || prf.buckets[seg] != b {
+            continue;
+        }
+        found.insert(first);
+        if found.len() > kbar + layout.combos {
+            break;
+        }
+        let values = [1, first % modulus % t, first % modulus / t, prf.check];
+        for (s2, &b2) in prf.buckets.iter().enumerate() {
+            let base2 = layout.slot(s2, b2);
+            for (k, v) in values.iter().enumerate() {
+                cells[base2 + k] = sub_t(cells[base2 + k], *v, t);
+            }
+            if cells[base2] == 1 {
+                queue.push_back((s2, b2));
+            }
+        }
+    }
+    let leftover = cells.iter().any(|&c| c != 0);
+    if leftover || found.len() > kbar {
+        // Count at least what the first segment's counters say.
+        let counted: u64 = (0..layout.buckets).map(|b| plain[layout.slot(0, b)]).sum();
+        return Err(OmrError::Overflow { kbar, found: found.len().max(counted as usize) });
+    }
+    // Checksums: Σ_{i ∈ found} w'_{j,i} must equal each checksum slot.
+    let mut sums = vec![0u64; layout.checksum];
+    for &i in &found {
+        let prf = MessagePrf::new(seed, layout, i);
+        for (s, w) in sums.iter_mut().zip(&prf.checksum) {
+            *s = (*s + w) % t;
+        }
+    }
+    for (j, s) in sums.iter().enumerate() {
+        if plain[layout.checksum_slot(j)] != *s {
+            return Err(OmrError::Overflow { kbar, found: found.len() + 1 });
+        }
+    }
+    Ok(found.into_iter().collect())
+}
+
+fn pow_mod(mut b: u64, mut e: u64, t: u64) -> u64 {
+    let mut r = 1;
+    b %= t;
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r * b % t;
+        }
+        b = b * b % t;
+        e >>= 1;
+    }
+    r
+}
+
+/// Solve W·X = Y over GF(t) for the payloads of `indices`.
+fn solve_payloads(
+    sk: &SecretKey,
+    layout: &Layout,
+    indices: &[u64],
+    plain: &[u64],
+) -> Result<Vec<Retrieved>, OmrError> {
+    let t = layout.t;
+    let r = indices.len();
+    if r == 0 {
+        return Ok(Vec::new());
+    }
+    let k = layout.combos;
+    let pc = layout.payload_coeffs;
+    let weights: Vec<Vec<u64>> =
+        indices.iter().map(|&i| MessagePrf::new(&sk.prf_seed, layout, i).weights).collect();
+    // Augmented rows [w_{j,0..r} | y_j].
+    let width = r + pc;
+    let mut m: Vec<u64> = Vec::with_capacity(k * width);
+    for j in 0..k {
+        for w in &weights {
+            m.push(w[j]);
+        }
+        let base = layout.payload_slot(j, 0);
+        m.extend_from_slice(&plain[base..base + pc]);
+    }
+    let mut row = 0;
+    for col in 0..r {
+        let Some(piv) = (row..k).find(|&i| m[i * width + col] != 0) else {
+            return Err(OmrError::malformed(
+                "digest",
+                "payload system is singular (probability ≈ t^-(margin+1)); split the range",
+            ));
+        };
+        if piv != row {
+            for c in 0..width {
+                m.swap(piv * width + c, row * width + c);
+            }
+        }
+        let inv = pow_mod(m[row * width + col], t - 2, t);
+        for c in col..width {
+            m[row * width + c] = m[row * width + c] * inv % t;
+        }
+        for i in 0..k {
+            if i != row && m[i * width + col] != 0 {
+                let f = m[i * width + col];
+                for c in col..width {
+                    let v = m[row * width + c] * f % t;
+                    m[i * width + c] = (m[i * width + c] + t - v) % t;
+                }
+            }
+        }
+        row += 1;
+    }
+    // Extra equations must be consistent, or a message is missing.
+    for i in r..k {
+        if m[i * width + r..(i + 1) * width].iter().any(|&v| v != 0) {
+            return Err(OmrError::Overflow { kbar: sk.kbar, found: r + 1 });
+        }
+    }
+    let mut out = Vec::with_capacity(r);
+    for (a, &index) in indices.iter().enumerate() {
+        let x = &m[a * width + r..(a + 1) * width];
+        if x.iter().any(|&v| v > 255) {
+            return Err(OmrError::malformed("digest", "decoded payload symbol out of byte range"));
+        }
+        let len = (x[0] | (x[1] << 8)) as usize;
+        if len > sk.params.payload_bytes {
+            return Err(OmrError::malformed("digest", "decoded payload length out of range"));
+        }
+        out.push(Retrieved { index, payload: x[2..2 + len].iter().map(|&v| v as u8).collect() });
+    }
+    Ok(out)
+}

@@ -1,0 +1,238 @@
+//! The detector: one clue and one detection key in, the pertinency ciphertext out.
+//!
+//! Level 1 blind-rotates each of the ℓ clue ciphertexts with a box LUT (+1 on the box of 0, -1 on
+//! its negacyclic twin) and sums them; the sum is keyswitched to the level-2 key and
+//! modulus-switched; level 2 blind-rotates with a LUT that is Δ only when all ℓ clues matched;
+//! the GLWE is switched to the prime p, keyswitched to a k = 2 key, multiplied by N^-1 and traced
+//! so that it encrypts the constant b·Δ. Pure function of its inputs: callable from any thread.
+
+use std::time::{Duration, Instant};
+
+use tfhe::core_crypto::algorithms::glwe_sample_extraction::extract_lwe_sample_from_glwe_ciphertext;
+use tfhe::core_crypto::prelude::*;
+
+use crate::clue::{switch_native, Clue};
+use crate::error::OmrError;
+use crate::keys::DetectionKey;
+use crate::params::{ParamSet, PRIME_P};
+use crate::prime::{self, KsScratch};
+
+/// The pertinency ciphertext PV: a GLWE (k3, N2) modulo p encrypting the constant b·⌊p/t⌋,
+/// held in the NTT domain ready for folding.
+#[derive(Debug, Clone)]
+pub struct Pertinency {
+    pub(crate) ntt: Vec<u64>,
+}
+
+/// Wall time of each detection stage, for `omr bench`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StageTimes {
+    pub level1: Duration,
+    pub keyswitch: Duration,
+    pub level2: Duration,
+    pub trace: Duration,
+}
+
+impl std::ops::AddAssign for StageTimes {
+    fn add_assign(&mut self, o: Self) {
+        self.level1 += o.level1;
+        self.keyswitch += o.keyswitch;
+        self.level2 += o.level2;
+        self.trace += o.trace;
+    }
+}
+
+/// Intermediate ciphertexts of one detection, for noise measurement with the secret key.
+#[derive(Debug, Clone)]
+pub struct DetectTrace {
+    /// Level-1 sum after the offset (dimension N1, native modulus): encrypts (s - ℓ)·2^64/D.
+    pub level1: Vec<u64>,
+    /// After the keyswitch to the level-2 key (dimension n2 + 1).
+    pub keyswitched: Vec<u64>,
+    /// The level-2 accumulator (k = 1, N2, native modulus).
+    pub level2: Vec<u64>,
+    /// After the trace (k3, N2, mod p, coefficient domain).
+    pub traced: Vec<u64>,
+}
+
+struct SwitchedLwe<'a> {
+    mask: &'a [usize],
+    body: usize,
+    log: CiphertextModulusLog,
+}
+
+impl ModulusSwitchedLweCiphertext<usize> for SwitchedLwe<'_> {
+    fn log_modulus(&self) -> CiphertextModulusLog {
+        self.log
+    }
+    fn lwe_dimension(&self) -> LweDimension {
+        LweDimension(self.mask.len())
+    }
+    fn body(&self) -> usize {
+        self.body
+    }
+    fn mask(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
+        self.mask.iter().copied()
+    }
+}
+
+/// A box test vector: +v on coefficients [0, h], -v on [N-h, N-1], 0 elsewhere.
+pub(crate) fn box_lut(n: usize, h: usize, v: u64) -> Vec<u64> {
+    let mut tv = vec![0u64; n];
+    for c in tv.iter_mut().take(h + 1) {
+        *c = v;
+    }
+    for c in tv.iter_mut().skip(n - h) {
+        *c = v.wrapping_neg();
+    }
+    tv
+}
+
+/// Level-1 output scale 2^64 / D.
+pub(crate) fn level1_delta(p: &ParamSet) -> u64 {
+    let d = p.level1_divisor() as u128;
+    (((1u128 << 64) + d / 2) / d) as u64
+}
+
+/// Digest plaintext scale ⌊p/t⌋.
+pub(crate) fn digest_delta(p: &ParamSet) -> u64 {
+    PRIME_P / p.plain_modulus
+}
+
+/// Level-2 LUT value at 2^64 that becomes ⌊p/t⌋ after switching to p.
+fn level2_value(p: &ParamSet) -> u64 {
+    (((digest_delta(p) as u128) << 64) / PRIME_P as u128) as u64
+}
+
+impl DetectionKey {
+    /// Detect one message: the pertinency ciphertext of `clue` for this key.
+    pub fn detect(&self, clue: &Clue) -> Result<Pertinency, OmrError> {
+        self.detect_inner(clue, None, None)
+    }
+
+    /// As [`detect`](Self::detect), also returning the time spent in each stage.
+    pub fn detect_timed(&self, clue: &Clue) -> Result<(Pertinency, StageTimes), OmrError> {
+        let mut t = StageTimes::default();
+        let pv = self.detect_inner(clue, Some(&mut t), None)?;
+        Ok((pv, t))
+    }
+
+    /// As [`detect`](Self::detect), also returning every intermediate ciphertext.
+    #[doc(hidden)]
+    pub fn detect_traced(&self, clue: &Clue) -> Result<(Pertinency, DetectTrace), OmrError> {
+        let mut tr = DetectTrace {
+            level1: Vec::new(),
+            keyswitched: Vec::new(),
+            level2: Vec::new(),
+            traced: Vec::new(),
+        };
+        let pv = self.detect_inner(clue, None, Some(&mut tr))?;
+        Ok((pv, tr))
+    }
+
+    fn detect_inner(
+        &self,
+        clue: &Clue,
+        mut times: Option<&mut StageTimes>,
+        mut trace_out: Option<&mut DetectTrace>,
+    ) -> Result<Pertinency, OmrError> {
+        let p = self.params;
+        if clue.params != p {
+            return Err(OmrError::ParamMismatch {
+                what: "clue",
+                got: clue.params.name,
+                expected: p.name,
+            });
+        }
+        let native = CiphertextModulus::<u64>::new_native();
+        let mut clock = Instant::now();
+        let mut lap = |slot: &mut Duration| {
+            let now = Instant::now();
+            *slot += now - clock;
+            clock = now;
+        };
+
+        // Level 1.
+        let delta1 = level1_delta(p);
+        let tv1 = box_lut(p.n1, p.box_half_width, delta1);
+        let log1 = CiphertextModulusLog(p.clue_modulus_log() as usize);
+        let mut sum = GlweCiphertext::new(0u64, GlweSize(2), PolynomialSize(p.n1), native);
+        let mut acc = GlweCiphertext::new(0u64, GlweSize(2), PolynomialSize(p.n1), native);
+        let mut mask = vec![0usize; p.clue_dim];
+        for (j, &body) in clue.bodies.iter().enumerate() {
+            clue.expanded_mask(j, &mut mask);
+            acc.as_mut().fill(0);
+            acc.get_mut_body().as_mut().copy_from_slice(&tv1);
+            let input = SwitchedLwe { mask: &mask, body: body as usize, log: log1 };
+            blind_rotate_assign(&input, &mut acc, &self.bsk1);
+            glwe_ciphertext_add_assign(&mut sum, &acc);
+        }
+        let mut big = LweCiphertext::new(0u64, LweSize(p.n1 + 1), native);
+        extract_lwe_sample_from_glwe_ciphertext(&sum, &mut big, MonomialDegree(0));
+        let offset = delta1.wrapping_mul(p.clue_count as u64);
+        *big.get_mut_body().data = big.get_body().data.wrapping_sub(offset);
+        if let Some(t) = times.as_deref_mut() {
+            lap(&mut t.level1);
+        }
+
+        // Keyswitch to the level-2 key, then switch to 2·N2.
+        let mut small = LweCiphertext::new(0u64, LweSize(p.lwe2_dim + 1), native);
+        keyswitch_lwe_ciphertext(&self.ksk, &big, &mut small);
+        let log2n2 = (2 * p.n2).ilog2();
+        let switched_mask: Vec<usize> =
+            small.get_mask().as_ref().iter().map(|&a| switch_native(a, log2n2) as usize).collect();
+        let switched_body = switch_native(*small.get_body().data, log2n2) as usize;
+        if let Some(t) = times.as_deref_mut() {
+            lap(&mut t.keyswitch);
+        }
+
+        // Level 2.
+        let h2 = p.n2 / p.level1_divisor() as usize;
+        let tv2 = box_lut(p.n2, h2, level2_value(p));
+        let mut acc2 = GlweCiphertext::new(0u64, GlweSize(2), PolynomialSize(p.n2), native);
+        acc2.get_mut_body().as_mut().copy_from_slice(&tv2);
+        let input = SwitchedLwe {
+            mask: &switched_mask,
+            body: switched_body,
+            log: CiphertextModulusLog(log2n2 as usize),
+        };
+        blind_rotate_assign(&input, &mut acc2, &self.bsk2);
+        if let Some(t) = times.as_deref_mut() {
+            lap(&mut t.level2);
+        }
+
+        // Prime stage: switch to p, up-keyswitch to k3, multiply by N^-1, trace.
+        let n = p.n2;
+        let ntt = &self.ntt;
+        let glwe_p: Vec<u64> = acc2.as_ref().iter().map(|&c| prime::from_native(c)).collect();
+        let mut ct = vec![0u64; (p.k3 + 1) * n];
+        let mut scratch = KsScratch::default();
+        self.up.keyswitch(ntt, &glwe_p, &mut ct, &mut scratch);
+        let n_inv = prime::inverse(n as u64);
+        ct.iter_mut().for_each(|c| *c = prime::mul(*c, n_inv));
+        let mut rotated = vec![0u64; ct.len()];
+        let mut switched = vec![0u64; ct.len()];
+        for (g, ksk) in prime::trace_elements(n).into_iter().zip(&self.trace) {
+            for (src, dst) in ct.chunks_exact(n).zip(rotated.chunks_exact_mut(n)) {
+                prime::automorphism_into(src, g, dst);
+            }
+            ksk.keyswitch(ntt, &rotated, &mut switched, &mut scratch);
+            for (c, s) in ct.iter_mut().zip(&switched) {
+                *c = prime::add(*c, *s);
+            }
+        }
+        if let Some(tr) = trace_out.as_deref_mut() {
+            tr.level1 = big.as_ref().to_vec();
+            tr.keyswitched = small.as_ref().to_vec();
+            tr.level2 = acc2.as_ref().to_vec();
+            tr.traced = ct.clone();
+        }
+        for poly in ct.chunks_exact_mut(n) {
+            ntt.fwd(poly);
+        }
+        if let Some(t) = times.as_deref_mut() {
+            lap(&mut t.trace);
+        }
+        Ok(Pertinency { ntt: ct })
+    }
+}

@@ -1,0 +1,30 @@
+//! omr-core: oblivious message retrieval on TFHE (tfhe-rs `core_crypto`), after InstantOMR.
+//!
+//! - [`keys::keygen`] makes a recipient's [`SecretKey`], public [`ClueKey`] and
+//!   [`CompressedDetectionKey`];
+//! - a sender calls [`ClueKey::make_clue`];
+//! - the detector expands the detection key once ([`CompressedDetectionKey::expand`]) and for each
+//!   message calls [`DetectionKey::detect`] then [`DetectionKey::fold`] into an [`Accumulator`];
+//! - the recipient decodes the [`Digest`] with [`SecretKey::decode`].
+//!
+//! No I/O, no async, no global state. Every type that crosses a process boundary has a
+//! versioned, size-limited `to_bytes`/`from_bytes`.
+
+pub mod clue;
+pub mod codec;
+pub mod decode;
+pub mod detect;
+pub mod digest;
+pub mod error;
+pub mod keys;
+pub mod noise;
+pub mod params;
+pub(crate) mod prime;
+
+pub use clue::Clue;
+pub use decode::Retrieved;
+pub use detect::{Pertinency, StageTimes};
+pub use digest::{validate_payload, Accumulator, Digest, FoldScratch, Layout};
+pub use error::OmrError;
+pub use keys::{keygen, ClueKey, CompressedDetectionKey, DetectionKey, KeySet, SecretKey};
+pub use params::{ParamSet, INSECURE_TEST, OMR_V1};
