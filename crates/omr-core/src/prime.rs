@@ -313,7 +313,7 @@ impl SeededPrimeKeyswitchKey {
                 ntt.inv(&mut acc);
                 for (&as_, &s) in acc.iter().zip(s_in) {
                     let e = from_i64(tuniform(rng, noise_bound_log2));
-                    let m = if s == 1 { *g } else { 0 };
+                    let m = mul(s, *g);
                     bodies.push(add(add(as_, e), m));
                 }
             }
@@ -446,6 +446,73 @@ mod tests {
 
     fn max_centered(v: &[u64]) -> f64 {
         v.iter().map(|&x| centered_f64(x).abs()).fold(0.0, f64::max)
+    }
+
+    #[test]
+    fn ntt_product_matches_schoolbook() {
+        let n = 16;
+        let ntt = Ntt::new(n);
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let a: Vec<u64> = (0..n).map(|_| rng.gen_range(0..P)).collect();
+        let b: Vec<u64> = (0..n).map(|_| rng.gen_range(0..P)).collect();
+        let mut want = vec![0u64; n];
+        for i in 0..n {
+            for j in 0..n {
+                let v = mul(a[i], b[j]);
+                if i + j < n {
+                    want[i + j] = add(want[i + j], v);
+                } else {
+                    want[i + j - n] = sub(want[i + j - n], v);
+                }
+            }
+        }
+        assert_eq!(ntt.poly_mul(&a, &b), want);
+    }
+
+    #[test]
+    fn one_keyswitch_preserves_the_phase() {
+        let n = 64;
+        let ntt = Ntt::new(n);
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        let from = PrimeGlweKey::generate(1, n, &mut rng);
+        let to = PrimeGlweKey::generate(2, n, &mut rng);
+        let dec = Decomposer { base_log: 11, levels: 5 };
+        let ksk = SeededPrimeKeyswitchKey::generate(&ntt, &from, &to, dec, 2, &mut rng).expand(&ntt);
+        let msg: Vec<u64> = (0..n as u64).map(|i| mul(i, P / 257)).collect();
+        let ct = encrypt(&ntt, &from, &msg, 2, &mut rng);
+        let mut out = vec![0u64; 3 * n];
+        ksk.keyswitch(&ntt, &ct, &mut out, &mut KsScratch::default());
+        let phase = to.phase(&ntt, &out);
+        let err: Vec<u64> = phase.iter().zip(&msg).map(|(&a, &b)| sub(a, b)).collect();
+        assert!(max_centered(&err) < 2f64.powi(40), "noise {}", max_centered(&err));
+    }
+
+    #[test]
+    fn one_trace_step_adds_the_automorphism() {
+        let n = 64;
+        let ntt = Ntt::new(n);
+        let mut rng = ChaCha20Rng::seed_from_u64(11);
+        let key = PrimeGlweKey::generate(2, n, &mut rng);
+        let dec = Decomposer { base_log: 11, levels: 5 };
+        let g = 65;
+        let ksk = SeededPrimeKeyswitchKey::generate(&ntt, &key.automorphism(g), &key, dec, 2, &mut rng)
+            .expand(&ntt);
+        let msg: Vec<u64> = (0..n as u64).map(|i| mul(i, P / 257)).collect();
+        let ct = encrypt(&ntt, &key, &msg, 2, &mut rng);
+        let mut rotated = vec![0u64; ct.len()];
+        for (src, dst) in ct.chunks_exact(n).zip(rotated.chunks_exact_mut(n)) {
+            automorphism_into(src, g, dst);
+        }
+        // rotated decrypts under τ(S) to τ(m).
+        let ph = key.automorphism(g).phase(&ntt, &rotated);
+        let want = automorphism(&msg, g);
+        let err: Vec<u64> = ph.iter().zip(&want).map(|(&a, &b)| sub(a, b)).collect();
+        assert!(max_centered(&err) < 2f64.powi(40), "automorphism noise {}", max_centered(&err));
+        let mut out = vec![0u64; ct.len()];
+        ksk.keyswitch(&ntt, &rotated, &mut out, &mut KsScratch::default());
+        let ph = key.phase(&ntt, &out);
+        let err: Vec<u64> = ph.iter().zip(&want).map(|(&a, &b)| sub(a, b)).collect();
+        assert!(max_centered(&err) < 2f64.powi(40), "ks noise {}", max_centered(&err));
     }
 
     #[test]
