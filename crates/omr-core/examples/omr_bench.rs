@@ -29,23 +29,56 @@ fn reference_pbs_ms() -> f64 {
     let seeder = seeder.as_mut();
     let mut sgen = SecretRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed());
     let mut egen = EncryptionRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed(), seeder);
-    let small: LweSecretKeyOwned<u64> = allocate_and_generate_new_binary_lwe_secret_key(LweDimension(918), &mut sgen);
-    let glwe: GlweSecretKeyOwned<u64> =
-        allocate_and_generate_new_binary_glwe_secret_key(GlweDimension(1), PolynomialSize(2048), &mut sgen);
+    let small: LweSecretKeyOwned<u64> =
+        allocate_and_generate_new_binary_lwe_secret_key(LweDimension(918), &mut sgen);
+    let glwe: GlweSecretKeyOwned<u64> = allocate_and_generate_new_binary_glwe_secret_key(
+        GlweDimension(1),
+        PolynomialSize(2048),
+        &mut sgen,
+    );
     let big = glwe.clone().into_lwe_secret_key();
     let m = CiphertextModulus::new_native();
     let bsk = par_allocate_and_generate_new_lwe_bootstrap_key(
-        &small, &glwe, DecompositionBaseLog(23), DecompositionLevelCount(1),
-        DynamicDistribution::new_t_uniform(17), m, &mut egen);
-    let mut fbsk = FourierLweBootstrapKey::new(LweDimension(918), GlweSize(2), PolynomialSize(2048),
-        DecompositionBaseLog(23), DecompositionLevelCount(1));
+        &small,
+        &glwe,
+        DecompositionBaseLog(23),
+        DecompositionLevelCount(1),
+        DynamicDistribution::new_t_uniform(17),
+        m,
+        &mut egen,
+    );
+    let mut fbsk = FourierLweBootstrapKey::new(
+        LweDimension(918),
+        GlweSize(2),
+        PolynomialSize(2048),
+        DecompositionBaseLog(23),
+        DecompositionLevelCount(1),
+    );
     par_convert_standard_lwe_bootstrap_key_to_fourier(&bsk, &mut fbsk);
-    let ksk = allocate_and_generate_new_lwe_keyswitch_key(&big, &small, DecompositionBaseLog(4),
-        DecompositionLevelCount(4), DynamicDistribution::new_t_uniform(45), m, &mut egen);
-    let ct = allocate_and_encrypt_new_lwe_ciphertext(&big, Plaintext(3u64 << 60),
-        DynamicDistribution::new_t_uniform(17), m, &mut egen);
-    let lut = generate_programmable_bootstrap_glwe_lut(PolynomialSize(2048), GlweSize(2), 16,
-        m, 1u64 << 59, |x: u64| x);
+    let ksk = allocate_and_generate_new_lwe_keyswitch_key(
+        &big,
+        &small,
+        DecompositionBaseLog(4),
+        DecompositionLevelCount(4),
+        DynamicDistribution::new_t_uniform(45),
+        m,
+        &mut egen,
+    );
+    let ct = allocate_and_encrypt_new_lwe_ciphertext(
+        &big,
+        Plaintext(3u64 << 60),
+        DynamicDistribution::new_t_uniform(17),
+        m,
+        &mut egen,
+    );
+    let lut = generate_programmable_bootstrap_glwe_lut(
+        PolynomialSize(2048),
+        GlweSize(2),
+        16,
+        m,
+        1u64 << 59,
+        |x: u64| x,
+    );
     let mut ks_out = LweCiphertext::new(0u64, LweSize(919), m);
     let mut out = LweCiphertext::new(0u64, LweSize(2049), m);
     let runs = 10;
@@ -62,7 +95,10 @@ fn main() {
     let threads: usize = arg("--threads", "1").parse().expect("--threads N");
     let messages: usize = arg("--messages", "8").parse().expect("--messages M");
     let kbar: usize = arg("--kbar", "50").parse().expect("--kbar K");
-    rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().expect("rayon pool");
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+        .expect("rayon pool");
 
     let t0 = Instant::now();
     let keys = keygen(params, kbar).expect("keygen");
@@ -75,15 +111,23 @@ fn main() {
 
     // Half of the board is for the recipient, half for someone else.
     let clues: Vec<Clue> = (0..messages)
-        .map(|i| if i % 2 == 0 { keys.clue_key.make_clue() } else { other.clue_key.make_clue() })
+        .map(|i| {
+            if i % 2 == 0 {
+                keys.clue_key.make_clue()
+            } else {
+                other.clue_key.make_clue()
+            }
+        })
         .collect();
     let payload = vec![0xA5u8; params.payload_bytes];
 
     let reference = reference_pbs_ms();
 
     let t0 = Instant::now();
-    let results: Vec<(omr_core::Pertinency, StageTimes)> =
-        clues.par_iter().map(|c| dk.detect_timed(c).expect("detect")).collect();
+    let results: Vec<(omr_core::Pertinency, StageTimes)> = clues
+        .par_iter()
+        .map(|c| dk.detect_timed(c).expect("detect"))
+        .collect();
     let detect_wall = t0.elapsed();
     let mut stages = StageTimes::default();
     for (_, s) in &results {
@@ -94,7 +138,8 @@ fn main() {
     let mut scratch = FoldScratch::default();
     let t0 = Instant::now();
     for (i, (pv, _)) in results.iter().enumerate() {
-        dk.fold(&mut acc, i as u64, pv, &payload, &mut scratch).expect("fold");
+        dk.fold(&mut acc, i as u64, pv, &payload, &mut scratch)
+            .expect("fold");
     }
     let fold_total = t0.elapsed();
     let t0 = Instant::now();
@@ -105,7 +150,12 @@ fn main() {
     let got = keys.secret.decode(&digest).expect("decode");
     let decode_ms = ms(t0.elapsed());
     let expected = messages.div_ceil(2);
-    assert_eq!(got.len(), expected, "decoded {} messages, expected {expected}", got.len());
+    assert_eq!(
+        got.len(),
+        expected,
+        "decoded {} messages, expected {expected}",
+        got.len()
+    );
 
     let n = messages as f64;
     let json = serde_json::json!({

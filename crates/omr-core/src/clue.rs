@@ -54,9 +54,21 @@ impl ClueKey {
         );
         let log = p.clue_modulus_log();
         let (mask_list, body_list) = list.get_mask_and_body_list();
-        let mask = mask_list.as_ref().iter().map(|&a| switch_native(a, log)).collect();
-        let bodies = body_list.as_ref().iter().map(|&b| switch_native(b, log)).collect();
-        Clue { params: p, mask, bodies }
+        let mask = mask_list
+            .as_ref()
+            .iter()
+            .map(|&a| switch_native(a, log))
+            .collect();
+        let bodies = body_list
+            .as_ref()
+            .iter()
+            .map(|&b| switch_native(b, log))
+            .collect();
+        Clue {
+            params: p,
+            mask,
+            bodies,
+        }
     }
 }
 
@@ -78,7 +90,11 @@ impl Clue {
         let mut values = r.packed(p.clue_dim + p.clue_count, p.clue_modulus_log())?;
         r.finish()?;
         let bodies = values.split_off(p.clue_dim);
-        Ok(Clue { params: p, mask: values, bodies })
+        Ok(Clue {
+            params: p,
+            mask: values,
+            bodies,
+        })
     }
 
     /// Mask of the j-th expanded LWE ciphertext: the shared mask times X^j (negacyclic), as

@@ -62,7 +62,11 @@ impl<'a> Reader<'a> {
     ) -> Result<(Self, &'static ParamSet), OmrError> {
         let what = kind.name();
         if buf.len() > limit {
-            return Err(OmrError::TooLarge { what, got: buf.len(), limit });
+            return Err(OmrError::TooLarge {
+                what,
+                got: buf.len(),
+                limit,
+            });
         }
         if buf.len() < HEADER_LEN {
             return Err(OmrError::malformed(what, "shorter than the header"));
@@ -71,13 +75,25 @@ impl<'a> Reader<'a> {
             return Err(OmrError::malformed(what, "bad magic (not an OMR encoding)"));
         }
         if buf[3] != kind as u8 {
-            return Err(OmrError::malformed(what, format!("holds kind {}, not a {what}", buf[3])));
+            return Err(OmrError::malformed(
+                what,
+                format!("holds kind {}, not a {what}", buf[3]),
+            ));
         }
         if buf[4] != VERSION {
-            return Err(OmrError::malformed(what, format!("unsupported version {}", buf[4])));
+            return Err(OmrError::malformed(
+                what,
+                format!("unsupported version {}", buf[4]),
+            ));
         }
         let params = ParamSet::by_id(buf[5])?;
-        Ok((Reader { buf: &buf[HEADER_LEN..], what }, params))
+        Ok((
+            Reader {
+                buf: &buf[HEADER_LEN..],
+                what,
+            },
+            params,
+        ))
     }
 
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], OmrError> {
@@ -97,15 +113,21 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn u32(&mut self) -> Result<u32, OmrError> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
 
     pub(crate) fn u64(&mut self) -> Result<u64, OmrError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
 
     pub(crate) fn u128(&mut self) -> Result<u128, OmrError> {
-        Ok(u128::from_le_bytes(self.take(16)?.try_into().expect("16 bytes")))
+        Ok(u128::from_le_bytes(
+            self.take(16)?.try_into().expect("16 bytes"),
+        ))
     }
 
     pub(crate) fn array32(&mut self) -> Result<[u8; 32], OmrError> {
@@ -121,8 +143,15 @@ impl<'a> Reader<'a> {
 
     /// Read `count` little-endian u64 values.
     pub(crate) fn u64s(&mut self, count: usize) -> Result<Vec<u64>, OmrError> {
-        let bytes = self.take(count.checked_mul(8).ok_or_else(|| self.err("length overflow"))?)?;
-        Ok(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8"))).collect())
+        let bytes = self.take(
+            count
+                .checked_mul(8)
+                .ok_or_else(|| self.err("length overflow"))?,
+        )?;
+        Ok(bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
+            .collect())
     }
 
     pub(crate) fn err(&self, why: impl Into<String>) -> OmrError {
@@ -134,7 +163,10 @@ impl<'a> Reader<'a> {
         if self.buf.is_empty() {
             Ok(())
         } else {
-            Err(OmrError::malformed(self.what, format!("{} trailing bytes", self.buf.len())))
+            Err(OmrError::malformed(
+                self.what,
+                format!("{} trailing bytes", self.buf.len()),
+            ))
         }
     }
 }
@@ -160,7 +192,11 @@ pub(crate) fn pack_bits(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>
 }
 
 pub(crate) fn unpack_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u64> {
-    let mask: u128 = if bits == 64 { u64::MAX as u128 } else { (1u128 << bits) - 1 };
+    let mask: u128 = if bits == 64 {
+        u64::MAX as u128
+    } else {
+        (1u128 << bits) - 1
+    };
     let mut out = Vec::with_capacity(count);
     let mut acc: u128 = 0;
     let mut filled = 0u32;
@@ -184,9 +220,14 @@ mod tests {
     #[test]
     fn bit_packing_round_trips_at_odd_widths() {
         for bits in [1u32, 7, 12, 19, 50, 64] {
-            let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
-            let values: Vec<u64> =
-                (0..97u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask).collect();
+            let mask = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            let values: Vec<u64> = (0..97u64)
+                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & mask)
+                .collect();
             let mut out = Vec::new();
             pack_bits(&mut out, values.iter().copied(), bits);
             assert_eq!(out.len(), (values.len() * bits as usize).div_ceil(8));

@@ -16,6 +16,31 @@ pub struct Retrieved {
 }
 
 impl SecretKey {
+    /// Raw phases B - A·S of every digest coefficient, modulo 2^digest_modulus_log.
+    pub(crate) fn digest_phases(&self, digest: &Digest) -> Vec<u64> {
+        let p = self.params;
+        let n = p.n2;
+        let q = 1i64 << p.digest_modulus_log;
+        let ntt = Ntt::new(n);
+        let mut s = self.glwe2.as_ref().to_vec();
+        ntt.fwd(&mut s);
+        let mut out = Vec::with_capacity(digest.glwes.len() / 2);
+        let mut prod = vec![0u64; n];
+        for ct in digest.glwes.chunks_exact(2 * n) {
+            let mut a = ct[..n].to_vec();
+            ntt.fwd(&mut a);
+            prod.fill(0);
+            ntt.mul_acc(&mut prod, &a, &s);
+            ntt.inv(&mut prod);
+            for (&b, &as_) in ct[n..].iter().zip(&prod) {
+                // a·s is an exact small integer: |a·s| < N·2^log < p/2.
+                let as_ = prime::centered_f64(as_) as i64;
+                out.push((b as i64 - as_).rem_euclid(q) as u64);
+            }
+        }
+        out
+    }
+
     /// Decrypt every plaintext coefficient of a digest (values in [0, t)).
     pub fn decrypt_digest(&self, digest: &Digest) -> Result<Vec<u64>, OmrError> {
         if digest.params != self.params {
@@ -26,32 +51,19 @@ impl SecretKey {
             });
         }
         if digest.kbar != self.kbar {
-            return Err(OmrError::malformed("digest", "k̄ differs from the secret key's"));
+            return Err(OmrError::malformed(
+                "digest",
+                "k̄ differs from the secret key's",
+            ));
         }
-        let p = self.params;
-        let n = p.n2;
-        let log = p.digest_modulus_log;
-        let q = 1u64 << log;
-        let t = p.plain_modulus;
-        let ntt = Ntt::new(n);
-        let mut s = self.glwe2.as_ref().to_vec();
-        ntt.fwd(&mut s);
-        let mut out = Vec::with_capacity(digest.glwes.len() / 2);
-        for ct in digest.glwes.chunks_exact(2 * n) {
-            let mut a = ct[..n].to_vec();
-            ntt.fwd(&mut a);
-            let mut prod = vec![0u64; n];
-            ntt.mul_acc(&mut prod, &a, &s);
-            ntt.inv(&mut prod);
-            for (c, &b) in ct[n..].iter().enumerate() {
-                // a·s is an exact small integer: |a·s| < N·2^log < p/2.
-                let as_ = prime::centered_f64(prod[c]) as i64;
-                let phase = (b as i64 - as_).rem_euclid(q as i64) as u64;
-                let m = ((phase as u128 * t as u128 + (q / 2) as u128) >> log) as u64 % t;
-                out.push(m);
-            }
-        }
-        Ok(out)
+        let log = self.params.digest_modulus_log;
+        let t = self.params.plain_modulus;
+        let half = 1u128 << (log - 1);
+        Ok(self
+            .digest_phases(digest)
+            .into_iter()
+            .map(|ph| ((ph as u128 * t as u128 + half) >> log) as u64 % t)
+            .collect())
     }
 
     /// Decode a digest into the (index, payload) pairs of this recipient's messages in
@@ -59,7 +71,14 @@ impl SecretKey {
     pub fn decode(&self, digest: &Digest) -> Result<Vec<Retrieved>, OmrError> {
         let plain = self.decrypt_digest(digest)?;
         let layout = Layout::new(self.params, self.kbar);
-        let indices = peel(&layout, &self.prf_seed, digest.start, digest.end, &plain, self.kbar)?;
+        let indices = peel(
+            &layout,
+            &self.prf_seed,
+            digest.start,
+            digest.end,
+            &plain,
+            self.kbar,
+        )?;
         solve_payloads(self, &layout, &indices, &plain)
     }
 }
@@ -123,7 +142,10 @@ fn peel(
     if leftover || found.len() > kbar {
         // Count at least what the first segment's counters say.
         let counted: u64 = (0..layout.buckets).map(|b| plain[layout.slot(0, b)]).sum();
-        return Err(OmrError::Overflow { kbar, found: found.len().max(counted as usize) });
+        return Err(OmrError::Overflow {
+            kbar,
+            found: found.len().max(counted as usize),
+        });
     }
     // Checksums: Σ_{i ∈ found} w'_{j,i} must equal each checksum slot.
     let mut sums = vec![0u64; layout.checksum];
@@ -135,7 +157,10 @@ fn peel(
     }
     for (j, s) in sums.iter().enumerate() {
         if plain[layout.checksum_slot(j)] != *s {
-            return Err(OmrError::Overflow { kbar, found: found.len() + 1 });
+            return Err(OmrError::Overflow {
+                kbar,
+                found: found.len() + 1,
+            });
         }
     }
     Ok(found.into_iter().collect())
@@ -168,8 +193,10 @@ fn solve_payloads(
     }
     let k = layout.combos;
     let pc = layout.payload_coeffs;
-    let weights: Vec<Vec<u64>> =
-        indices.iter().map(|&i| MessagePrf::new(&sk.prf_seed, layout, i).weights).collect();
+    let weights: Vec<Vec<u64>> = indices
+        .iter()
+        .map(|&i| MessagePrf::new(&sk.prf_seed, layout, i).weights)
+        .collect();
     // Augmented rows [w_{j,0..r} | y_j].
     let width = r + pc;
     let mut m: Vec<u64> = Vec::with_capacity(k * width);
@@ -180,8 +207,7 @@ fn solve_payloads(
         let base = layout.payload_slot(j, 0);
         m.extend_from_slice(&plain[base..base + pc]);
     }
-    let mut row = 0;
-    for col in 0..r {
+    for (row, col) in (0..r).enumerate() {
         let Some(piv) = (row..k).find(|&i| m[i * width + col] != 0) else {
             return Err(OmrError::malformed(
                 "digest",
@@ -206,25 +232,36 @@ fn solve_payloads(
                 }
             }
         }
-        row += 1;
     }
     // Extra equations must be consistent, or a message is missing.
     for i in r..k {
         if m[i * width + r..(i + 1) * width].iter().any(|&v| v != 0) {
-            return Err(OmrError::Overflow { kbar: sk.kbar, found: r + 1 });
+            return Err(OmrError::Overflow {
+                kbar: sk.kbar,
+                found: r + 1,
+            });
         }
     }
     let mut out = Vec::with_capacity(r);
     for (a, &index) in indices.iter().enumerate() {
         let x = &m[a * width + r..(a + 1) * width];
         if x.iter().any(|&v| v > 255) {
-            return Err(OmrError::malformed("digest", "decoded payload symbol out of byte range"));
+            return Err(OmrError::malformed(
+                "digest",
+                "decoded payload symbol out of byte range",
+            ));
         }
         let len = (x[0] | (x[1] << 8)) as usize;
         if len > sk.params.payload_bytes {
-            return Err(OmrError::malformed("digest", "decoded payload length out of range"));
+            return Err(OmrError::malformed(
+                "digest",
+                "decoded payload length out of range",
+            ));
         }
-        out.push(Retrieved { index, payload: x[2..2 + len].iter().map(|&v| v as u8).collect() });
+        out.push(Retrieved {
+            index,
+            payload: x[2..2 + len].iter().map(|&v| v as u8).collect(),
+        });
     }
     Ok(out)
 }

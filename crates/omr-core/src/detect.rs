@@ -134,7 +134,7 @@ impl DetectionKey {
         &self,
         clue: &Clue,
         mut times: Option<&mut StageTimes>,
-        mut trace_out: Option<&mut DetectTrace>,
+        trace_out: Option<&mut DetectTrace>,
     ) -> Result<Pertinency, OmrError> {
         let p = self.params;
         if clue.params != p {
@@ -163,7 +163,11 @@ impl DetectionKey {
             clue.expanded_mask(j, &mut mask);
             acc.as_mut().fill(0);
             acc.get_mut_body().as_mut().copy_from_slice(&tv1);
-            let input = SwitchedLwe { mask: &mask, body: body as usize, log: log1 };
+            let input = SwitchedLwe {
+                mask: &mask,
+                body: body as usize,
+                log: log1,
+            };
             blind_rotate_assign(&input, &mut acc, &self.bsk1);
             glwe_ciphertext_add_assign(&mut sum, &acc);
         }
@@ -179,8 +183,12 @@ impl DetectionKey {
         let mut small = LweCiphertext::new(0u64, LweSize(p.lwe2_dim + 1), native);
         keyswitch_lwe_ciphertext(&self.ksk, &big, &mut small);
         let log2n2 = (2 * p.n2).ilog2();
-        let switched_mask: Vec<usize> =
-            small.get_mask().as_ref().iter().map(|&a| switch_native(a, log2n2) as usize).collect();
+        let switched_mask: Vec<usize> = small
+            .get_mask()
+            .as_ref()
+            .iter()
+            .map(|&a| switch_native(a, log2n2) as usize)
+            .collect();
         let switched_body = switch_native(*small.get_body().data, log2n2) as usize;
         if let Some(t) = times.as_deref_mut() {
             lap(&mut t.keyswitch);
@@ -204,7 +212,11 @@ impl DetectionKey {
         // Prime stage: switch to p, up-keyswitch to k3, multiply by N^-1, trace.
         let n = p.n2;
         let ntt = &self.ntt;
-        let glwe_p: Vec<u64> = acc2.as_ref().iter().map(|&c| prime::from_native(c)).collect();
+        let glwe_p: Vec<u64> = acc2
+            .as_ref()
+            .iter()
+            .map(|&c| prime::from_native(c))
+            .collect();
         let mut ct = vec![0u64; (p.k3 + 1) * n];
         let mut scratch = KsScratch::default();
         self.up.keyswitch(ntt, &glwe_p, &mut ct, &mut scratch);
@@ -221,7 +233,7 @@ impl DetectionKey {
                 *c = prime::add(*c, *s);
             }
         }
-        if let Some(tr) = trace_out.as_deref_mut() {
+        if let Some(tr) = trace_out {
             tr.level1 = big.as_ref().to_vec();
             tr.keyswitched = small.as_ref().to_vec();
             tr.level2 = acc2.as_ref().to_vec();
@@ -230,7 +242,7 @@ impl DetectionKey {
         for poly in ct.chunks_exact_mut(n) {
             ntt.fwd(poly);
         }
-        if let Some(t) = times.as_deref_mut() {
+        if let Some(t) = times {
             lap(&mut t.trace);
         }
         Ok(Pertinency { ntt: ct })

@@ -100,17 +100,27 @@ impl MessagePrf {
         };
         let t = layout.t;
         let check = next() % t;
-        let buckets = (0..layout.segments).map(|_| (next() % layout.buckets as u64) as usize).collect();
+        let buckets = (0..layout.segments)
+            .map(|_| (next() % layout.buckets as u64) as usize)
+            .collect();
         let checksum = (0..layout.checksum).map(|_| next() % t).collect();
         let weights = (0..layout.combos).map(|_| 1 + next() % (t - 1)).collect();
-        MessagePrf { check, buckets, checksum, weights }
+        MessagePrf {
+            check,
+            buckets,
+            checksum,
+            weights,
+        }
     }
 }
 
 /// Payload symbols: two length bytes then the bytes, zero-padded to `payload_coeffs`.
 pub(crate) fn payload_symbols(p: &ParamSet, payload: &[u8]) -> Result<Vec<u64>, OmrError> {
     if payload.len() > p.payload_bytes {
-        return Err(OmrError::PayloadTooLarge { got: payload.len(), max: p.payload_bytes });
+        return Err(OmrError::PayloadTooLarge {
+            got: payload.len(),
+            max: p.payload_bytes,
+        });
     }
     let mut x = vec![0u64; p.payload_coeffs()];
     x[0] = (payload.len() & 0xff) as u64;
@@ -227,7 +237,10 @@ impl Accumulator {
         }
         let total = next.end - self.start;
         if total > self.params.max_range {
-            return Err(OmrError::RangeTooLong { got: total, max: self.params.max_range });
+            return Err(OmrError::RangeTooLong {
+                got: total,
+                max: self.params.max_range,
+            });
         }
         for (a, b) in self.data.iter_mut().zip(&next.data) {
             *a = prime::add(*a, *b);
@@ -265,7 +278,13 @@ impl Accumulator {
             return Err(r.err("coefficient out of range"));
         }
         r.finish()?;
-        Ok(Accumulator { params: p, kbar, start, end, data })
+        Ok(Accumulator {
+            params: p,
+            kbar,
+            start,
+            end,
+            data,
+        })
     }
 }
 
@@ -300,7 +319,11 @@ impl Digest {
         out.extend_from_slice(&(self.kbar as u32).to_le_bytes());
         out.extend_from_slice(&self.start.to_le_bytes());
         out.extend_from_slice(&self.end.to_le_bytes());
-        pack_bits(&mut out, self.glwes.iter().copied(), self.params.digest_modulus_log);
+        pack_bits(
+            &mut out,
+            self.glwes.iter().copied(),
+            self.params.digest_modulus_log,
+        );
         out
     }
 
@@ -318,7 +341,13 @@ impl Digest {
         let layout = Layout::new(p, kbar);
         let glwes = r.packed(layout.total_polys() * 2 * p.n2, p.digest_modulus_log)?;
         r.finish()?;
-        Ok(Digest { params: p, kbar, start, end, glwes })
+        Ok(Digest {
+            params: p,
+            kbar,
+            start,
+            end,
+            glwes,
+        })
     }
 
     /// Encoded size in bytes for a (parameter set, k̄).
@@ -357,16 +386,31 @@ impl DetectionKey {
         scratch: &mut FoldScratch,
     ) -> Result<(), OmrError> {
         if acc.params != self.params || acc.kbar != self.kbar {
-            return Err(OmrError::NotAdjacent("accumulator belongs to another key shape".into()));
+            return Err(OmrError::NotAdjacent(
+                "accumulator belongs to another key shape".into(),
+            ));
         }
         if index != acc.end {
-            return Err(OmrError::OutOfOrder { index, start: acc.start, end: acc.end });
+            return Err(OmrError::OutOfOrder {
+                index,
+                start: acc.start,
+                end: acc.end,
+            });
         }
         if acc.is_full() {
-            return Err(OmrError::RangeTooLong { got: acc.len() + 1, max: self.params.max_range });
+            return Err(OmrError::RangeTooLong {
+                got: acc.len() + 1,
+                max: self.params.max_range,
+            });
         }
         let symbols = payload_symbols(self.params, payload)?;
-        message_plaintext(&self.layout, &self.prf_seed, index, &symbols, &mut scratch.plain);
+        message_plaintext(
+            &self.layout,
+            &self.prf_seed,
+            index,
+            &symbols,
+            &mut scratch.plain,
+        );
         let n = self.params.n2;
         let parts = self.params.k3 + 1;
         for (d, plain) in scratch.plain.chunks_exact_mut(n).enumerate() {
@@ -387,7 +431,9 @@ impl DetectionKey {
     /// keyswitch to the k = 1 level-2 key, switch to 2^digest_modulus_log.
     pub fn digest(&self, acc: &Accumulator) -> Result<Digest, OmrError> {
         if acc.params != self.params || acc.kbar != self.kbar {
-            return Err(OmrError::NotAdjacent("accumulator belongs to another key shape".into()));
+            return Err(OmrError::NotAdjacent(
+                "accumulator belongs to another key shape".into(),
+            ));
         }
         let p = self.params;
         let n = p.n2;
@@ -402,12 +448,19 @@ impl DetectionKey {
             for poly in coeff.chunks_exact_mut(n) {
                 self.ntt.inv(poly);
             }
-            self.down.keyswitch(&self.ntt, &coeff, &mut down, &mut scratch);
+            self.down
+                .keyswitch(&self.ntt, &coeff, &mut down, &mut scratch);
             glwes.extend(down.iter().map(|&c| {
-                (((c as u128) << log) + PRIME_P as u128 / 2) as u128 / PRIME_P as u128
-            } as u64
-                & ((1u64 << log) - 1)));
+                let r = (((c as u128) << log) + PRIME_P as u128 / 2) / PRIME_P as u128;
+                r as u64 & ((1u64 << log) - 1)
+            }));
         }
-        Ok(Digest { params: p, kbar: self.kbar, start: acc.start, end: acc.end, glwes })
+        Ok(Digest {
+            params: p,
+            kbar: self.kbar,
+            start: acc.start,
+            end: acc.end,
+            glwes,
+        })
     }
 }

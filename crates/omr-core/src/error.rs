@@ -12,9 +12,17 @@ pub enum OmrError {
     #[error("malformed {what}: {why}")]
     Malformed { what: &'static str, why: String },
     #[error("{what} is {got} bytes, over the limit of {limit}")]
-    TooLarge { what: &'static str, got: usize, limit: usize },
+    TooLarge {
+        what: &'static str,
+        got: usize,
+        limit: usize,
+    },
     #[error("parameter set mismatch: {what} uses {got}, expected {expected}")]
-    ParamMismatch { what: &'static str, got: &'static str, expected: &'static str },
+    ParamMismatch {
+        what: &'static str,
+        got: &'static str,
+        expected: &'static str,
+    },
     #[error("payload is {got} bytes, the parameter set allows at most {max}")]
     PayloadTooLarge { got: usize, max: usize },
     #[error("k̄ = {got} is out of range 1..={max}")]
@@ -31,6 +39,9 @@ pub enum OmrError {
 
 impl OmrError {
     pub(crate) fn malformed(what: &'static str, why: impl Into<String>) -> Self {
-        OmrError::Malformed { what, why: why.into() }
+        OmrError::Malformed {
+            what,
+            why: why.into(),
+        }
     }
 }

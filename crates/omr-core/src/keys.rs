@@ -63,11 +63,18 @@ impl SeededNative {
             .iter()
             .map(|&b| round_drop(b, dropped_bits))
             .collect();
-        SeededNative { seed, dropped_bits, bodies_hi }
+        SeededNative {
+            seed,
+            dropped_bits,
+            bodies_hi,
+        }
     }
 
     fn bodies(&self) -> Vec<u64> {
-        self.bodies_hi.iter().map(|&b| b << self.dropped_bits).collect()
+        self.bodies_hi
+            .iter()
+            .map(|&b| b << self.dropped_bits)
+            .collect()
     }
 
     fn bits(&self) -> u32 {
@@ -150,22 +157,29 @@ fn random_u128(rng: &mut impl RngCore) -> u128 {
 /// decodes). Uses the operating system's entropy.
 pub fn keygen(params: &'static ParamSet, kbar: usize) -> Result<KeySet, OmrError> {
     if kbar == 0 || kbar > params.max_kbar {
-        return Err(OmrError::BadKbar { got: kbar, max: params.max_kbar });
+        return Err(OmrError::BadKbar {
+            got: kbar,
+            max: params.max_kbar,
+        });
     }
     let mut boxed_seeder = new_seeder();
     let seeder = boxed_seeder.as_mut();
     let mut secret_gen = SecretRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed());
     let mut rng = ChaCha20Rng::from_entropy();
 
-    let clue_sk: LweSecretKeyOwned<u64> =
-        allocate_and_generate_new_binary_lwe_secret_key(LweDimension(params.clue_dim), &mut secret_gen);
+    let clue_sk: LweSecretKeyOwned<u64> = allocate_and_generate_new_binary_lwe_secret_key(
+        LweDimension(params.clue_dim),
+        &mut secret_gen,
+    );
     let glwe1: GlweSecretKeyOwned<u64> = allocate_and_generate_new_binary_glwe_secret_key(
         GlweDimension(1),
         PolynomialSize(params.n1),
         &mut secret_gen,
     );
-    let lwe2: LweSecretKeyOwned<u64> =
-        allocate_and_generate_new_binary_lwe_secret_key(LweDimension(params.lwe2_dim), &mut secret_gen);
+    let lwe2: LweSecretKeyOwned<u64> = allocate_and_generate_new_binary_lwe_secret_key(
+        LweDimension(params.lwe2_dim),
+        &mut secret_gen,
+    );
     let glwe2: GlweSecretKeyOwned<u64> = allocate_and_generate_new_binary_glwe_secret_key(
         GlweDimension(1),
         PolynomialSize(params.n2),
@@ -190,8 +204,16 @@ pub fn keygen(params: &'static ParamSet, kbar: usize) -> Result<KeySet, OmrError
         seeder,
     );
     let dropped = params.clue_key_dropped_bits();
-    let body_hi = seeded_pk.into_container().iter().map(|&b| round_drop(b, dropped)).collect();
-    let clue_key = ClueKey { params, seed: pk_seed, body_hi };
+    let body_hi = seeded_pk
+        .into_container()
+        .iter()
+        .map(|&b| round_drop(b, dropped))
+        .collect();
+    let clue_key = ClueKey {
+        params,
+        seed: pk_seed,
+        body_hi,
+    };
 
     // Level-1 bootstrapping key: clue key -> GLWE1.
     let bsk1_seed = random_u128(&mut rng);
@@ -269,12 +291,17 @@ pub fn keygen(params: &'static ParamSet, kbar: usize) -> Result<KeySet, OmrError
 
     // Prime-modulus keys.
     let ntt = Ntt::new(params.n2);
-    let glwe2_prime = PrimeGlweKey { polys: vec![glwe2.as_ref().to_vec()] };
+    let glwe2_prime = PrimeGlweKey {
+        polys: vec![glwe2.as_ref().to_vec()],
+    };
     let up = SeededPrimeKeyswitchKey::generate(
         &ntt,
         &glwe2_prime,
         &glwe3,
-        Decomposer { base_log: params.up_base_log, levels: params.up_levels },
+        Decomposer {
+            base_log: params.up_base_log,
+            levels: params.up_levels,
+        },
         params.glwe3_noise_log2,
         &mut rng,
     );
@@ -285,7 +312,10 @@ pub fn keygen(params: &'static ParamSet, kbar: usize) -> Result<KeySet, OmrError
                 &ntt,
                 &glwe3.automorphism(g),
                 &glwe3,
-                Decomposer { base_log: params.trace_base_log, levels: params.trace_levels },
+                Decomposer {
+                    base_log: params.trace_base_log,
+                    levels: params.trace_levels,
+                },
                 params.glwe3_noise_log2,
                 &mut rng,
             )
@@ -295,15 +325,40 @@ pub fn keygen(params: &'static ParamSet, kbar: usize) -> Result<KeySet, OmrError
         &ntt,
         &glwe3,
         &glwe2_prime,
-        Decomposer { base_log: params.down_base_log, levels: params.down_levels },
+        Decomposer {
+            base_log: params.down_base_log,
+            levels: params.down_levels,
+        },
         params.glwe2_noise_log2,
         &mut rng,
     );
 
-    let secret = SecretKey { params, kbar, prf_seed, clue_sk, glwe1, lwe2, glwe2, glwe3 };
-    let detection_key =
-        CompressedDetectionKey { params, kbar, prf_seed, bsk1, ksk, bsk2, up, trace, down };
-    Ok(KeySet { secret, clue_key, detection_key })
+    let secret = SecretKey {
+        params,
+        kbar,
+        prf_seed,
+        clue_sk,
+        glwe1,
+        lwe2,
+        glwe2,
+        glwe3,
+    };
+    let detection_key = CompressedDetectionKey {
+        params,
+        kbar,
+        prf_seed,
+        bsk1,
+        ksk,
+        bsk2,
+        up,
+        trace,
+        down,
+    };
+    Ok(KeySet {
+        secret,
+        clue_key,
+        detection_key,
+    })
 }
 
 impl SecretKey {
@@ -342,9 +397,11 @@ impl SecretKey {
         }
         let prf_seed = r.array32()?;
         let clue_sk = LweSecretKey::from_container(r.packed(params.clue_dim, 1)?);
-        let glwe1 = GlweSecretKey::from_container(r.packed(params.n1, 1)?, PolynomialSize(params.n1));
+        let glwe1 =
+            GlweSecretKey::from_container(r.packed(params.n1, 1)?, PolynomialSize(params.n1));
         let lwe2 = LweSecretKey::from_container(r.packed(params.lwe2_dim, 1)?);
-        let glwe2 = GlweSecretKey::from_container(r.packed(params.n2, 1)?, PolynomialSize(params.n2));
+        let glwe2 =
+            GlweSecretKey::from_container(r.packed(params.n2, 1)?, PolynomialSize(params.n2));
         let mut polys = Vec::with_capacity(params.k3);
         for _ in 0..params.k3 {
             polys.push(r.packed(params.n2, 1)?);
@@ -371,15 +428,23 @@ impl ClueKey {
     pub(crate) fn public_key(&self) -> LweCompactPublicKeyOwned<u64> {
         let dropped = self.params.clue_key_dropped_bits();
         let body: Vec<u64> = self.body_hi.iter().map(|&b| b << dropped).collect();
-        SeededLweCompactPublicKey::from_container(body, CompressionSeed::from(Seed(self.seed)), native())
-            .decompress_into_lwe_compact_public_key()
+        SeededLweCompactPublicKey::from_container(
+            body,
+            CompressionSeed::from(Seed(self.seed)),
+            native(),
+        )
+        .decompress_into_lwe_compact_public_key()
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         write_header(&mut out, Kind::ClueKey, self.params);
         out.extend_from_slice(&self.seed.to_le_bytes());
-        pack_bits(&mut out, self.body_hi.iter().copied(), 64 - self.params.clue_key_dropped_bits());
+        pack_bits(
+            &mut out,
+            self.body_hi.iter().copied(),
+            64 - self.params.clue_key_dropped_bits(),
+        );
         out
     }
 
@@ -388,7 +453,11 @@ impl ClueKey {
         let seed = r.u128()?;
         let body_hi = r.packed(params.clue_dim, 64 - params.clue_key_dropped_bits())?;
         r.finish()?;
-        Ok(ClueKey { params, seed, body_hi })
+        Ok(ClueKey {
+            params,
+            seed,
+            body_hi,
+        })
     }
 }
 
@@ -398,14 +467,24 @@ fn write_native(out: &mut Vec<u8>, k: &SeededNative) {
     pack_bits(out, k.bodies_hi.iter().copied(), k.bits());
 }
 
-fn read_native(r: &mut Reader<'_>, count: usize, dropped_bits: u32) -> Result<SeededNative, OmrError> {
+fn read_native(
+    r: &mut Reader<'_>,
+    count: usize,
+    dropped_bits: u32,
+) -> Result<SeededNative, OmrError> {
     let seed = r.u128()?;
     let got = r.u8()? as u32;
     if got != dropped_bits {
-        return Err(r.err(format!("key body width {got} does not match the parameter set")));
+        return Err(r.err(format!(
+            "key body width {got} does not match the parameter set"
+        )));
     }
     let bodies_hi = r.packed(count, 64 - dropped_bits)?;
-    Ok(SeededNative { seed, dropped_bits, bodies_hi })
+    Ok(SeededNative {
+        seed,
+        dropped_bits,
+        bodies_hi,
+    })
 }
 
 fn write_prime(out: &mut Vec<u8>, k: &SeededPrimeKeyswitchKey) {
@@ -428,7 +507,14 @@ fn read_prime(
     if bodies.iter().any(|&b| b >= crate::params::PRIME_P) {
         return Err(r.err("prime-modulus key coefficient out of range"));
     }
-    Ok(SeededPrimeKeyswitchKey { k_in, k_out, decomposer_base_log: base_log, levels, seed, bodies })
+    Ok(SeededPrimeKeyswitchKey {
+        k_in,
+        k_out,
+        decomposer_base_log: base_log,
+        levels,
+        seed,
+        bodies,
+    })
 }
 
 impl CompressedDetectionKey {
@@ -497,11 +583,28 @@ impl CompressedDetectionKey {
         let up = read_prime(&mut r, 1, p.k3, p.up_base_log, p.up_levels, p.n2)?;
         let mut trace = Vec::new();
         for _ in crate::prime::trace_elements(p.n2) {
-            trace.push(read_prime(&mut r, p.k3, p.k3, p.trace_base_log, p.trace_levels, p.n2)?);
+            trace.push(read_prime(
+                &mut r,
+                p.k3,
+                p.k3,
+                p.trace_base_log,
+                p.trace_levels,
+                p.n2,
+            )?);
         }
         let down = read_prime(&mut r, p.k3, 1, p.down_base_log, p.down_levels, p.n2)?;
         r.finish()?;
-        Ok(CompressedDetectionKey { params: p, kbar, prf_seed, bsk1, ksk, bsk2, up, trace, down })
+        Ok(CompressedDetectionKey {
+            params: p,
+            kbar,
+            prf_seed,
+            bsk1,
+            ksk,
+            bsk2,
+            up,
+            trace,
+            down,
+        })
     }
 
     /// Expand into the server's in-memory form (seeds regenerated, Fourier/NTT conversions).

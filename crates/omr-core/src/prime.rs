@@ -5,7 +5,7 @@
 //! this module does it on `tfhe-ntt`. With a prime modulus N is invertible: the level-2 output
 //! is multiplied by N^-1 before the trace, so the trace does not multiply its noise by N.
 
-use rand::{Rng, RngCore, SeedableRng};
+use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use tfhe_ntt::prime64::Plan;
 
@@ -118,6 +118,7 @@ impl Ntt {
     }
 
     /// Negacyclic product of two coefficient-domain polynomials.
+    #[cfg(test)]
     pub(crate) fn poly_mul(&self, a: &[u64], b: &[u64]) -> Vec<u64> {
         let mut fa = a.to_vec();
         let mut fb = b.to_vec();
@@ -176,12 +177,18 @@ impl PrimeGlweKey {
             ntt.mul_acc(&mut acc, &a, &s);
         }
         ntt.inv(&mut acc);
-        ct[k * n..(k + 1) * n].iter().zip(&acc).map(|(&b, &as_)| sub(b, as_)).collect()
+        ct[k * n..(k + 1) * n]
+            .iter()
+            .zip(&acc)
+            .map(|(&b, &as_)| sub(b, as_))
+            .collect()
     }
 
     /// The key of τ_g(ct): apply X -> X^g to every key polynomial.
     pub(crate) fn automorphism(&self, g: usize) -> Self {
-        PrimeGlweKey { polys: self.polys.iter().map(|p| automorphism(p, g)).collect() }
+        PrimeGlweKey {
+            polys: self.polys.iter().map(|p| automorphism(p, g)).collect(),
+        }
     }
 }
 
@@ -349,7 +356,10 @@ impl SeededPrimeKeyswitchKey {
         PrimeKeyswitchKey {
             k_in: self.k_in,
             k_out: self.k_out,
-            decomposer: Decomposer { base_log: self.decomposer_base_log, levels: self.levels },
+            decomposer: Decomposer {
+                base_log: self.decomposer_base_log,
+                levels: self.levels,
+            },
             rows,
         }
     }
@@ -412,6 +422,7 @@ impl PrimeKeyswitchKey {
 }
 
 /// Encrypt `msg` (coefficient domain, n values mod p) under `key` with fresh uniform masks.
+#[cfg(test)]
 pub(crate) fn encrypt(
     ntt: &Ntt,
     key: &PrimeGlweKey,
@@ -420,6 +431,7 @@ pub(crate) fn encrypt(
     rng: &mut impl RngCore,
 ) -> Vec<u64> {
     let n = ntt.n;
+    use rand::Rng;
     let k = key.k();
     let mut ct = vec![0u64; (k + 1) * n];
     let mut acc = vec![0u64; n];
@@ -443,6 +455,7 @@ pub(crate) fn encrypt(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::Rng;
 
     fn max_centered(v: &[u64]) -> f64 {
         v.iter().map(|&x| centered_f64(x).abs()).fold(0.0, f64::max)
@@ -476,15 +489,23 @@ mod tests {
         let mut rng = ChaCha20Rng::seed_from_u64(9);
         let from = PrimeGlweKey::generate(1, n, &mut rng);
         let to = PrimeGlweKey::generate(2, n, &mut rng);
-        let dec = Decomposer { base_log: 11, levels: 5 };
-        let ksk = SeededPrimeKeyswitchKey::generate(&ntt, &from, &to, dec, 2, &mut rng).expand(&ntt);
+        let dec = Decomposer {
+            base_log: 11,
+            levels: 5,
+        };
+        let ksk =
+            SeededPrimeKeyswitchKey::generate(&ntt, &from, &to, dec, 2, &mut rng).expand(&ntt);
         let msg: Vec<u64> = (0..n as u64).map(|i| mul(i, P / 257)).collect();
         let ct = encrypt(&ntt, &from, &msg, 2, &mut rng);
         let mut out = vec![0u64; 3 * n];
         ksk.keyswitch(&ntt, &ct, &mut out, &mut KsScratch::default());
         let phase = to.phase(&ntt, &out);
         let err: Vec<u64> = phase.iter().zip(&msg).map(|(&a, &b)| sub(a, b)).collect();
-        assert!(max_centered(&err) < 2f64.powi(40), "noise {}", max_centered(&err));
+        assert!(
+            max_centered(&err) < 2f64.powi(40),
+            "noise {}",
+            max_centered(&err)
+        );
     }
 
     #[test]
@@ -493,10 +514,14 @@ mod tests {
         let ntt = Ntt::new(n);
         let mut rng = ChaCha20Rng::seed_from_u64(11);
         let key = PrimeGlweKey::generate(2, n, &mut rng);
-        let dec = Decomposer { base_log: 11, levels: 5 };
+        let dec = Decomposer {
+            base_log: 11,
+            levels: 5,
+        };
         let g = 65;
-        let ksk = SeededPrimeKeyswitchKey::generate(&ntt, &key.automorphism(g), &key, dec, 2, &mut rng)
-            .expand(&ntt);
+        let ksk =
+            SeededPrimeKeyswitchKey::generate(&ntt, &key.automorphism(g), &key, dec, 2, &mut rng)
+                .expand(&ntt);
         let msg: Vec<u64> = (0..n as u64).map(|i| mul(i, P / 257)).collect();
         let ct = encrypt(&ntt, &key, &msg, 2, &mut rng);
         let mut rotated = vec![0u64; ct.len()];
@@ -507,17 +532,28 @@ mod tests {
         let ph = key.automorphism(g).phase(&ntt, &rotated);
         let want = automorphism(&msg, g);
         let err: Vec<u64> = ph.iter().zip(&want).map(|(&a, &b)| sub(a, b)).collect();
-        assert!(max_centered(&err) < 2f64.powi(40), "automorphism noise {}", max_centered(&err));
+        assert!(
+            max_centered(&err) < 2f64.powi(40),
+            "automorphism noise {}",
+            max_centered(&err)
+        );
         let mut out = vec![0u64; ct.len()];
         ksk.keyswitch(&ntt, &rotated, &mut out, &mut KsScratch::default());
         let ph = key.phase(&ntt, &out);
         let err: Vec<u64> = ph.iter().zip(&want).map(|(&a, &b)| sub(a, b)).collect();
-        assert!(max_centered(&err) < 2f64.powi(40), "ks noise {}", max_centered(&err));
+        assert!(
+            max_centered(&err) < 2f64.powi(40),
+            "ks noise {}",
+            max_centered(&err)
+        );
     }
 
     #[test]
     fn decomposition_reconstructs_within_half_a_step() {
-        let d = Decomposer { base_log: 11, levels: 5 };
+        let d = Decomposer {
+            base_log: 11,
+            levels: 5,
+        };
         let g = d.gadget();
         let mut digits = vec![0i64; 5];
         let mut rng = ChaCha20Rng::seed_from_u64(1);
@@ -540,12 +576,22 @@ mod tests {
         let ntt = Ntt::new(n);
         let mut rng = ChaCha20Rng::seed_from_u64(7);
         let key = PrimeGlweKey::generate(2, n, &mut rng);
-        let dec = Decomposer { base_log: 11, levels: 5 };
+        let dec = Decomposer {
+            base_log: 11,
+            levels: 5,
+        };
         let trace_keys: Vec<PrimeKeyswitchKey> = trace_elements(n)
             .into_iter()
             .map(|g| {
-                SeededPrimeKeyswitchKey::generate(&ntt, &key.automorphism(g), &key, dec, 2, &mut rng)
-                    .expand(&ntt)
+                SeededPrimeKeyswitchKey::generate(
+                    &ntt,
+                    &key.automorphism(g),
+                    &key,
+                    dec,
+                    2,
+                    &mut rng,
+                )
+                .expand(&ntt)
             })
             .collect();
         let delta = P / 257;
@@ -567,7 +613,11 @@ mod tests {
         }
         let phase = key.phase(&ntt, &ct);
         // Constant coefficient: msg[0] = 0; others: 0. All noise must be tiny.
-        assert!(max_centered(&phase) < 2f64.powi(40), "noise {}", max_centered(&phase));
+        assert!(
+            max_centered(&phase) < 2f64.powi(40),
+            "noise {}",
+            max_centered(&phase)
+        );
         // And with a non-zero constant:
         let mut msg2 = vec![0u64; n];
         msg2[0] = mul(5, delta);

@@ -39,12 +39,17 @@ fn run_board(
     let mut scratch = FoldScratch::default();
     let mut expected = Vec::new();
     for i in start..start + len {
-        let clue = if mine(i) { f.me.clue_key.make_clue() } else { f.other.clue_key.make_clue() };
+        let clue = if mine(i) {
+            f.me.clue_key.make_clue()
+        } else {
+            f.other.clue_key.make_clue()
+        };
         // Through the wire format, as the service will do.
         let clue = Clue::from_bytes(&clue.to_bytes()).expect("clue round trip");
         let pv = f.dk.detect(&clue).expect("detect");
         let payload = payload_for(i);
-        f.dk.fold(&mut acc, i, &pv, &payload, &mut scratch).expect("fold");
+        f.dk.fold(&mut acc, i, &pv, &payload, &mut scratch)
+            .expect("fold");
         if mine(i) {
             expected.push((i, payload));
         }
@@ -54,7 +59,11 @@ fn run_board(
 
 fn decode(sk: &SecretKey, digest: &Digest) -> Result<Vec<(u64, Vec<u8>)>, OmrError> {
     let wire = Digest::from_bytes(&digest.to_bytes()).expect("digest round trip");
-    Ok(sk.decode(&wire)?.into_iter().map(|r| (r.index, r.payload)).collect())
+    Ok(sk
+        .decode(&wire)?
+        .into_iter()
+        .map(|r| (r.index, r.payload))
+        .collect())
 }
 
 #[test]
@@ -70,10 +79,16 @@ fn recipient_gets_exactly_its_messages_with_exact_payloads() {
 fn empty_range_and_no_pertinent_messages_decode_to_nothing() {
     let f = fixture();
     let empty = f.dk.new_accumulator(5);
-    assert_eq!(decode(&f.me.secret, &f.dk.digest(&empty).unwrap()).unwrap(), vec![]);
+    assert_eq!(
+        decode(&f.me.secret, &f.dk.digest(&empty).unwrap()).unwrap(),
+        vec![]
+    );
     let (acc, expected) = run_board(f, 0, 12, |_| false);
     assert!(expected.is_empty());
-    assert_eq!(decode(&f.me.secret, &f.dk.digest(&acc).unwrap()).unwrap(), vec![]);
+    assert_eq!(
+        decode(&f.me.secret, &f.dk.digest(&acc).unwrap()).unwrap(),
+        vec![]
+    );
 }
 
 #[test]
@@ -103,7 +118,10 @@ fn merged_adjacent_accumulators_equal_one_long_fold() {
     assert_eq!((a.start(), a.end()), (100, 115));
     let acc = Accumulator::from_bytes(&a.to_bytes()).unwrap();
     assert_eq!(acc, a);
-    assert_eq!(decode(&f.me.secret, &f.dk.digest(&a).unwrap()).unwrap(), expected);
+    assert_eq!(
+        decode(&f.me.secret, &f.dk.digest(&a).unwrap()).unwrap(),
+        expected
+    );
 }
 
 #[test]
@@ -115,7 +133,11 @@ fn fold_refuses_out_of_order_and_oversized_payloads_and_changes_nothing() {
     let before = acc.clone();
     assert!(matches!(
         f.dk.fold(&mut acc, 11, &pv, b"x", &mut scratch),
-        Err(OmrError::OutOfOrder { index: 11, start: 10, end: 10 })
+        Err(OmrError::OutOfOrder {
+            index: 11,
+            start: 10,
+            end: 10
+        })
     ));
     let big = vec![0u8; INSECURE_TEST.payload_bytes + 1];
     assert!(matches!(
@@ -141,10 +163,14 @@ fn keys_survive_their_encodings() {
     let pv = dk.detect(&ck.make_clue()).unwrap();
     dk.fold(&mut acc, 0, &pv, b"hello", &mut scratch).unwrap();
     let pv = dk.detect(&f.other.clue_key.make_clue()).unwrap();
-    dk.fold(&mut acc, 1, &pv, b"not mine", &mut scratch).unwrap();
+    dk.fold(&mut acc, 1, &pv, b"not mine", &mut scratch)
+        .unwrap();
     let got = sk.decode(&dk.digest(&acc).unwrap()).unwrap();
     assert_eq!(got.len(), 1);
-    assert_eq!((got[0].index, got[0].payload.as_slice()), (0, &b"hello"[..]));
+    assert_eq!(
+        (got[0].index, got[0].payload.as_slice()),
+        (0, &b"hello"[..])
+    );
 }
 
 #[test]
@@ -162,9 +188,12 @@ fn junk_input_is_a_typed_error_never_a_panic() {
         ("secret key", sk),
         ("clue key", ck),
     ];
-    let decoders: Vec<(&str, fn(&[u8]) -> bool)> = vec![
+    type Decoder = fn(&[u8]) -> bool;
+    let decoders: Vec<(&str, Decoder)> = vec![
         ("clue", |b| Clue::from_bytes(b).is_ok()),
-        ("detection key", |b| CompressedDetectionKey::from_bytes(b).is_ok()),
+        ("detection key", |b| {
+            CompressedDetectionKey::from_bytes(b).is_ok()
+        }),
         ("digest", |b| Digest::from_bytes(b).is_ok()),
         ("secret key", |b| SecretKey::from_bytes(b).is_ok()),
         ("clue key", |b| ClueKey::from_bytes(b).is_ok()),
@@ -191,7 +220,9 @@ fn junk_input_is_a_typed_error_never_a_panic() {
             }
         }
     }
-    let garbage: Vec<u8> = (0..5000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let garbage: Vec<u8> = (0..5000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
     for (_, decode) in &decoders {
         assert!(!decode(&garbage));
     }
@@ -206,15 +237,27 @@ fn detection_is_safe_to_share_across_threads() {
     use rayon::prelude::*;
     let f = fixture();
     let clues: Vec<Clue> = (0..8)
-        .map(|i| if i % 2 == 0 { f.me.clue_key.make_clue() } else { f.other.clue_key.make_clue() })
+        .map(|i| {
+            if i % 2 == 0 {
+                f.me.clue_key.make_clue()
+            } else {
+                f.other.clue_key.make_clue()
+            }
+        })
         .collect();
     let pvs: Vec<_> = clues.par_iter().map(|c| f.dk.detect(c).unwrap()).collect();
     let mut acc = f.dk.new_accumulator(0);
     let mut scratch = FoldScratch::default();
     for (i, pv) in pvs.iter().enumerate() {
-        f.dk.fold(&mut acc, i as u64, pv, &[i as u8], &mut scratch).unwrap();
+        f.dk.fold(&mut acc, i as u64, pv, &[i as u8], &mut scratch)
+            .unwrap();
     }
     let got: Vec<u64> =
-        f.me.secret.decode(&f.dk.digest(&acc).unwrap()).unwrap().iter().map(|r| r.index).collect();
+        f.me.secret
+            .decode(&f.dk.digest(&acc).unwrap())
+            .unwrap()
+            .iter()
+            .map(|r| r.index)
+            .collect();
     assert_eq!(got, vec![0, 2, 4, 6]);
 }
