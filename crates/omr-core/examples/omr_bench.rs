@@ -95,6 +95,12 @@ fn main() {
     let threads: usize = arg("--threads", "1").parse().expect("--threads N");
     let messages: usize = arg("--messages", "8").parse().expect("--messages M");
     let kbar: usize = arg("--kbar", "50").parse().expect("--kbar K");
+    let pertinent: usize = arg("--pertinent", &(messages / 2).min(kbar).to_string())
+        .parse()
+        .expect("--pertinent P");
+    assert!(pertinent <= messages && pertinent <= kbar, "need pertinent <= messages and <= kbar");
+    let batch: usize = arg("--batch", "1").parse().expect("--batch B");
+    let mine = |i: usize| (i * pertinent) % messages < pertinent;
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build_global()
@@ -124,20 +130,20 @@ fn main() {
     let reference = reference_pbs_ms();
 
     let t0 = Instant::now();
-    let results: Vec<(omr_core::Pertinency, StageTimes)> = clues
-        .par_iter()
-        .map(|c| dk.detect_timed(c).expect("detect"))
-        .collect();
+    let chunks: Vec<Vec<&Clue>> = clues.chunks(batch).map(|c| c.iter().collect()).collect();
+    let timed: Vec<(Vec<omr_core::Pertinency>, StageTimes)> =
+        chunks.par_iter().map(|c| dk.detect_timed(c).expect("detect")).collect();
     let detect_wall = t0.elapsed();
     let mut stages = StageTimes::default();
-    for (_, s) in &results {
+    for (_, s) in &timed {
         stages += *s;
     }
+    let results: Vec<omr_core::Pertinency> = timed.into_iter().flat_map(|(p, _)| p).collect();
 
     let mut acc = dk.new_accumulator(0);
     let mut scratch = FoldScratch::default();
     let t0 = Instant::now();
-    for (i, (pv, _)) in results.iter().enumerate() {
+    for (i, pv) in results.iter().enumerate() {
         dk.fold(&mut acc, i as u64, pv, &payload, &mut scratch)
             .expect("fold");
     }
@@ -163,6 +169,8 @@ fn main() {
         "threads": threads,
         "messages": messages,
         "kbar": kbar,
+        "batch": batch,
+        "pertinent": pertinent,
         "detect_ms_per_message": ms(detect_wall) / n,
         "reference_pbs_ms": reference,
         "stage_ms": {

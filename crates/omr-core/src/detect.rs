@@ -9,6 +9,7 @@
 use std::time::{Duration, Instant};
 
 use tfhe::core_crypto::algorithms::glwe_sample_extraction::extract_lwe_sample_from_glwe_ciphertext;
+use tfhe::core_crypto::fft_impl::fft64::crypto::bootstrap::batch_blind_rotate_assign_scratch;
 use tfhe::core_crypto::prelude::*;
 
 use crate::clue::{switch_native, Clue};
@@ -107,40 +108,46 @@ fn level2_value(p: &ParamSet) -> u64 {
 impl DetectionKey {
     /// Detect one message: the pertinency ciphertext of `clue` for this key.
     pub fn detect(&self, clue: &Clue) -> Result<Pertinency, OmrError> {
-        self.detect_inner(clue, None, None)
+        Ok(self.detect_inner(&[clue], None, None)?.remove(0))
     }
 
-    /// As [`detect`](Self::detect), also returning the time spent in each stage.
-    pub fn detect_timed(&self, clue: &Clue) -> Result<(Pertinency, StageTimes), OmrError> {
+    /// Detect several messages at once. Same results as [`detect`](Self::detect) on each, but
+    /// the blind rotations of the whole batch share each bootstrapping-key load, which is what
+    /// limits throughput once several threads compete for memory bandwidth.
+    pub fn detect_batch(&self, clues: &[&Clue]) -> Result<Vec<Pertinency>, OmrError> {
+        if clues.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.detect_inner(clues, None, None)
+    }
+
+    /// As [`detect_batch`](Self::detect_batch), also returning the time spent in each stage
+    /// (summed over the batch).
+    pub fn detect_timed(&self, clues: &[&Clue]) -> Result<(Vec<Pertinency>, StageTimes), OmrError> {
         let mut t = StageTimes::default();
-        let pv = self.detect_inner(clue, Some(&mut t), None)?;
+        let pv = self.detect_inner(clues, Some(&mut t), None)?;
         Ok((pv, t))
     }
 
     /// As [`detect`](Self::detect), also returning every intermediate ciphertext.
     #[doc(hidden)]
     pub fn detect_traced(&self, clue: &Clue) -> Result<(Pertinency, DetectTrace), OmrError> {
-        let mut tr = DetectTrace {
-            level1: Vec::new(),
-            keyswitched: Vec::new(),
-            level2: Vec::new(),
-            traced: Vec::new(),
-        };
-        let pv = self.detect_inner(clue, None, Some(&mut tr))?;
-        Ok((pv, tr))
+        let mut traces = Vec::new();
+        let pv = self.detect_inner(&[clue], None, Some(&mut traces))?.remove(0);
+        Ok((pv, traces.remove(0)))
     }
 
     fn detect_inner(
         &self,
-        clue: &Clue,
+        clues: &[&Clue],
         mut times: Option<&mut StageTimes>,
-        trace_out: Option<&mut DetectTrace>,
-    ) -> Result<Pertinency, OmrError> {
+        mut traces: Option<&mut Vec<DetectTrace>>,
+    ) -> Result<Vec<Pertinency>, OmrError> {
         let p = self.params;
-        if clue.params != p {
+        if let Some(bad) = clues.iter().find(|c| c.params != p) {
             return Err(OmrError::ParamMismatch {
                 what: "clue",
-                got: clue.params.name,
+                got: bad.params.name,
                 expected: p.name,
             });
         }
@@ -151,60 +158,71 @@ impl DetectionKey {
             *slot += now - clock;
             clock = now;
         };
+        let ell = p.clue_count;
+        let batch = clues.len();
 
-        // Level 1.
+        // Level 1: every clue ciphertext of the batch in one batched blind rotation.
         let delta1 = level1_delta(p);
         let tv1 = box_lut(p.n1, p.box_half_width, delta1);
         let log1 = CiphertextModulusLog(p.clue_modulus_log() as usize);
-        let mut sum = GlweCiphertext::new(0u64, GlweSize(2), PolynomialSize(p.n1), native);
-        let mut acc = GlweCiphertext::new(0u64, GlweSize(2), PolynomialSize(p.n1), native);
-        let mut mask = vec![0usize; p.clue_dim];
-        for (j, &body) in clue.bodies.iter().enumerate() {
-            clue.expanded_mask(j, &mut mask);
-            acc.as_mut().fill(0);
-            acc.get_mut_body().as_mut().copy_from_slice(&tv1);
-            let input = SwitchedLwe {
-                mask: &mask,
-                body: body as usize,
-                log: log1,
-            };
-            blind_rotate_assign(&input, &mut acc, &self.bsk1);
-            glwe_ciphertext_add_assign(&mut sum, &acc);
+        let mut masks = vec![vec![0usize; p.clue_dim]; batch * ell];
+        let mut bodies = Vec::with_capacity(batch * ell);
+        for (c, clue) in clues.iter().enumerate() {
+            for (j, &body) in clue.bodies.iter().enumerate() {
+                clue.expanded_mask(j, &mut masks[c * ell + j]);
+                bodies.push(body as usize);
+            }
         }
-        let mut big = LweCiphertext::new(0u64, LweSize(p.n1 + 1), native);
-        extract_lwe_sample_from_glwe_ciphertext(&sum, &mut big, MonomialDegree(0));
-        let offset = delta1.wrapping_mul(p.clue_count as u64);
-        *big.get_mut_body().data = big.get_body().data.wrapping_sub(offset);
+        let inputs: Vec<SwitchedLwe<'_>> = masks
+            .iter()
+            .zip(&bodies)
+            .map(|(m, &b)| SwitchedLwe { mask: m, body: b, log: log1 })
+            .collect();
+        let accs = batch_rotate(&self.bsk1, &tv1, &inputs);
+        let offset = delta1.wrapping_mul(ell as u64);
+        let mut sum = GlweCiphertext::new(0u64, GlweSize(2), PolynomialSize(p.n1), native);
+        let mut bigs = Vec::with_capacity(batch);
+        for group in accs.chunks_exact(ell) {
+            sum.as_mut().fill(0);
+            for acc in group {
+                glwe_ciphertext_add_assign(&mut sum, acc);
+            }
+            let mut big = LweCiphertext::new(0u64, LweSize(p.n1 + 1), native);
+            extract_lwe_sample_from_glwe_ciphertext(&sum, &mut big, MonomialDegree(0));
+            *big.get_mut_body().data = big.get_body().data.wrapping_sub(offset);
+            bigs.push(big);
+        }
         if let Some(t) = times.as_deref_mut() {
             lap(&mut t.level1);
         }
 
         // Keyswitch to the level-2 key, then switch to 2·N2.
-        let mut small = LweCiphertext::new(0u64, LweSize(p.lwe2_dim + 1), native);
-        keyswitch_lwe_ciphertext(&self.ksk, &big, &mut small);
         let log2n2 = (2 * p.n2).ilog2();
-        let switched_mask: Vec<usize> = small
-            .get_mask()
-            .as_ref()
-            .iter()
-            .map(|&a| switch_native(a, log2n2) as usize)
-            .collect();
-        let switched_body = switch_native(*small.get_body().data, log2n2) as usize;
+        let mut smalls = Vec::with_capacity(batch);
+        let mut switched_masks = Vec::with_capacity(batch);
+        let mut switched_bodies = Vec::with_capacity(batch);
+        for big in &bigs {
+            let mut small = LweCiphertext::new(0u64, LweSize(p.lwe2_dim + 1), native);
+            keyswitch_lwe_ciphertext(&self.ksk, big, &mut small);
+            switched_masks.push(
+                small.get_mask().as_ref().iter().map(|&a| switch_native(a, log2n2) as usize).collect::<Vec<_>>(),
+            );
+            switched_bodies.push(switch_native(*small.get_body().data, log2n2) as usize);
+            smalls.push(small);
+        }
         if let Some(t) = times.as_deref_mut() {
             lap(&mut t.keyswitch);
         }
 
-        // Level 2.
+        // Level 2, batched.
         let h2 = p.n2 / p.level1_divisor() as usize;
         let tv2 = box_lut(p.n2, h2, level2_value(p));
-        let mut acc2 = GlweCiphertext::new(0u64, GlweSize(2), PolynomialSize(p.n2), native);
-        acc2.get_mut_body().as_mut().copy_from_slice(&tv2);
-        let input = SwitchedLwe {
-            mask: &switched_mask,
-            body: switched_body,
-            log: CiphertextModulusLog(log2n2 as usize),
-        };
-        blind_rotate_assign(&input, &mut acc2, &self.bsk2);
+        let inputs: Vec<SwitchedLwe<'_>> = switched_masks
+            .iter()
+            .zip(&switched_bodies)
+            .map(|(m, &b)| SwitchedLwe { mask: m, body: b, log: CiphertextModulusLog(log2n2 as usize) })
+            .collect();
+        let level2 = batch_rotate(&self.bsk2, &tv2, &inputs);
         if let Some(t) = times.as_deref_mut() {
             lap(&mut t.level2);
         }
@@ -212,39 +230,66 @@ impl DetectionKey {
         // Prime stage: switch to p, up-keyswitch to k3, multiply by N^-1, trace.
         let n = p.n2;
         let ntt = &self.ntt;
-        let glwe_p: Vec<u64> = acc2
-            .as_ref()
-            .iter()
-            .map(|&c| prime::from_native(c))
-            .collect();
-        let mut ct = vec![0u64; (p.k3 + 1) * n];
-        let mut scratch = KsScratch::default();
-        self.up.keyswitch(ntt, &glwe_p, &mut ct, &mut scratch);
         let n_inv = prime::inverse(n as u64);
-        ct.iter_mut().for_each(|c| *c = prime::mul(*c, n_inv));
-        let mut rotated = vec![0u64; ct.len()];
-        let mut switched = vec![0u64; ct.len()];
-        for (g, ksk) in prime::trace_elements(n).into_iter().zip(&self.trace) {
-            for (src, dst) in ct.chunks_exact(n).zip(rotated.chunks_exact_mut(n)) {
-                prime::automorphism_into(src, g, dst);
+        let mut scratch = KsScratch::default();
+        let mut out = Vec::with_capacity(batch);
+        for (k, acc2) in level2.iter().enumerate() {
+            let glwe_p: Vec<u64> = acc2.as_ref().iter().map(|&c| prime::from_native(c)).collect();
+            let mut ct = vec![0u64; (p.k3 + 1) * n];
+            self.up.keyswitch(ntt, &glwe_p, &mut ct, &mut scratch);
+            ct.iter_mut().for_each(|c| *c = prime::mul(*c, n_inv));
+            let mut rotated = vec![0u64; ct.len()];
+            let mut switched = vec![0u64; ct.len()];
+            for (g, ksk) in prime::trace_elements(n).into_iter().zip(&self.trace) {
+                for (src, dst) in ct.chunks_exact(n).zip(rotated.chunks_exact_mut(n)) {
+                    prime::automorphism_into(src, g, dst);
+                }
+                ksk.keyswitch(ntt, &rotated, &mut switched, &mut scratch);
+                for (c, s) in ct.iter_mut().zip(&switched) {
+                    *c = prime::add(*c, *s);
+                }
             }
-            ksk.keyswitch(ntt, &rotated, &mut switched, &mut scratch);
-            for (c, s) in ct.iter_mut().zip(&switched) {
-                *c = prime::add(*c, *s);
+            if let Some(tr) = traces.as_deref_mut() {
+                tr.push(DetectTrace {
+                    level1: bigs[k].as_ref().to_vec(),
+                    keyswitched: smalls[k].as_ref().to_vec(),
+                    level2: acc2.as_ref().to_vec(),
+                    traced: ct.clone(),
+                });
             }
-        }
-        if let Some(tr) = trace_out {
-            tr.level1 = big.as_ref().to_vec();
-            tr.keyswitched = small.as_ref().to_vec();
-            tr.level2 = acc2.as_ref().to_vec();
-            tr.traced = ct.clone();
-        }
-        for poly in ct.chunks_exact_mut(n) {
-            ntt.fwd(poly);
+            for poly in ct.chunks_exact_mut(n) {
+                ntt.fwd(poly);
+            }
+            out.push(Pertinency { ntt: ct });
         }
         if let Some(t) = times {
             lap(&mut t.trace);
         }
-        Ok(Pertinency { ntt: ct })
+        Ok(out)
     }
+}
+
+/// Blind-rotate every input with the same test vector, sharing each GGSW load across the batch.
+fn batch_rotate(
+    bsk: &FourierLweBootstrapKeyOwned,
+    tv: &[u64],
+    inputs: &[SwitchedLwe<'_>],
+) -> Vec<GlweCiphertextOwned<u64>> {
+    let n = PolynomialSize(tv.len());
+    let native = CiphertextModulus::<u64>::new_native();
+    let mut luts = GlweCiphertextList::new(0u64, GlweSize(2), n, GlweCiphertextCount(inputs.len()), native);
+    for mut lut in luts.iter_mut() {
+        lut.get_mut_body().as_mut().copy_from_slice(tv);
+    }
+    let fft = Fft::new(n);
+    let fft = fft.as_view();
+    let mut buffers = ComputationBuffers::new();
+    buffers.resize(
+        batch_blind_rotate_assign_scratch::<u64>(GlweSize(2), n, CiphertextCount(inputs.len()), fft)
+            .unaligned_bytes_required(),
+    );
+    bsk.as_view().batch_blind_rotate_assign(luts.as_mut_view(), inputs, fft, buffers.stack());
+    luts.iter()
+        .map(|g| GlweCiphertext::from_container(g.as_ref().to_vec(), n, native))
+        .collect()
 }
