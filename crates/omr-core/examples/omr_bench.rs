@@ -98,7 +98,10 @@ fn main() {
     let pertinent: usize = arg("--pertinent", &(messages / 2).min(kbar).to_string())
         .parse()
         .expect("--pertinent P");
-    assert!(pertinent <= messages && pertinent <= kbar, "need pertinent <= messages and <= kbar");
+    assert!(
+        pertinent <= messages && pertinent <= kbar,
+        "need pertinent <= messages and <= kbar"
+    );
     let batch: usize = arg("--batch", "1").parse().expect("--batch B");
     let mine = |i: usize| (i * pertinent) % messages < pertinent;
     rayon::ThreadPoolBuilder::new()
@@ -131,8 +134,10 @@ fn main() {
 
     let t0 = Instant::now();
     let chunks: Vec<Vec<&Clue>> = clues.chunks(batch).map(|c| c.iter().collect()).collect();
-    let timed: Vec<(Vec<omr_core::Pertinency>, StageTimes)> =
-        chunks.par_iter().map(|c| dk.detect_timed(c).expect("detect")).collect();
+    let timed: Vec<(Vec<omr_core::Pertinency>, StageTimes)> = chunks
+        .par_iter()
+        .map(|c| dk.detect_timed(c).expect("detect"))
+        .collect();
     let detect_wall = t0.elapsed();
     let mut stages = StageTimes::default();
     for (_, s) in &timed {

@@ -265,3 +265,73 @@ fn solve_payloads(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::OMR_V1;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha20Rng;
+
+    /// The index part of Σ p_i(X) for a set of indices, as decryption would return it.
+    fn index_plain(layout: &Layout, seed: &[u8; 32], indices: &[u64]) -> Vec<u64> {
+        let t = layout.t;
+        let mut plain = vec![0u64; layout.index_polys * layout.n];
+        for &i in indices {
+            let prf = MessagePrf::new(seed, layout, i);
+            let offset = i % (t * t);
+            let values = [1, offset % t, offset / t, prf.check];
+            for (seg, &b) in prf.buckets.iter().enumerate() {
+                let base = layout.slot(seg, b);
+                for (k, v) in values.iter().enumerate() {
+                    plain[base + k] = (plain[base + k] + v) % t;
+                }
+            }
+            for (j, w) in prf.checksum.iter().enumerate() {
+                let s = layout.checksum_slot(j);
+                plain[s] = (plain[s] + w) % t;
+            }
+        }
+        plain
+    }
+
+    fn random_set(rng: &mut ChaCha20Rng, start: u64, len: u64, count: usize) -> Vec<u64> {
+        let mut set = BTreeSet::new();
+        while set.len() < count {
+            set.insert(start + rng.gen_range(0..len));
+        }
+        set.into_iter().collect()
+    }
+
+    #[test]
+    fn peeling_recovers_full_kbar_sets_and_flags_every_overflow() {
+        let kbar = 50;
+        let layout = Layout::new(&OMR_V1, kbar);
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let seed: [u8; 32] = rng.gen();
+        let (start, len) = (1_000_000u64, OMR_V1.max_range);
+        for trial in 0..3000 {
+            let count = if trial % 2 == 0 {
+                kbar
+            } else {
+                rng.gen_range(0..=kbar)
+            };
+            let set = random_set(&mut rng, start, len, count);
+            let plain = index_plain(&layout, &seed, &set);
+            assert_eq!(
+                peel(&layout, &seed, start, start + len, &plain, kbar).unwrap(),
+                set
+            );
+        }
+        // More than k̄: always an overflow error, never a wrong set.
+        for _ in 0..300 {
+            let count = rng.gen_range(kbar + 1..=4 * kbar);
+            let set = random_set(&mut rng, start, len, count);
+            let plain = index_plain(&layout, &seed, &set);
+            assert!(matches!(
+                peel(&layout, &seed, start, start + len, &plain, kbar),
+                Err(OmrError::Overflow { .. })
+            ));
+        }
+    }
+}

@@ -133,7 +133,9 @@ impl DetectionKey {
     #[doc(hidden)]
     pub fn detect_traced(&self, clue: &Clue) -> Result<(Pertinency, DetectTrace), OmrError> {
         let mut traces = Vec::new();
-        let pv = self.detect_inner(&[clue], None, Some(&mut traces))?.remove(0);
+        let pv = self
+            .detect_inner(&[clue], None, Some(&mut traces))?
+            .remove(0);
         Ok((pv, traces.remove(0)))
     }
 
@@ -176,7 +178,11 @@ impl DetectionKey {
         let inputs: Vec<SwitchedLwe<'_>> = masks
             .iter()
             .zip(&bodies)
-            .map(|(m, &b)| SwitchedLwe { mask: m, body: b, log: log1 })
+            .map(|(m, &b)| SwitchedLwe {
+                mask: m,
+                body: b,
+                log: log1,
+            })
             .collect();
         let accs = batch_rotate(&self.bsk1, &tv1, &inputs);
         let offset = delta1.wrapping_mul(ell as u64);
@@ -205,7 +211,12 @@ impl DetectionKey {
             let mut small = LweCiphertext::new(0u64, LweSize(p.lwe2_dim + 1), native);
             keyswitch_lwe_ciphertext(&self.ksk, big, &mut small);
             switched_masks.push(
-                small.get_mask().as_ref().iter().map(|&a| switch_native(a, log2n2) as usize).collect::<Vec<_>>(),
+                small
+                    .get_mask()
+                    .as_ref()
+                    .iter()
+                    .map(|&a| switch_native(a, log2n2) as usize)
+                    .collect::<Vec<_>>(),
             );
             switched_bodies.push(switch_native(*small.get_body().data, log2n2) as usize);
             smalls.push(small);
@@ -220,7 +231,11 @@ impl DetectionKey {
         let inputs: Vec<SwitchedLwe<'_>> = switched_masks
             .iter()
             .zip(&switched_bodies)
-            .map(|(m, &b)| SwitchedLwe { mask: m, body: b, log: CiphertextModulusLog(log2n2 as usize) })
+            .map(|(m, &b)| SwitchedLwe {
+                mask: m,
+                body: b,
+                log: CiphertextModulusLog(log2n2 as usize),
+            })
             .collect();
         let level2 = batch_rotate(&self.bsk2, &tv2, &inputs);
         if let Some(t) = times.as_deref_mut() {
@@ -234,7 +249,11 @@ impl DetectionKey {
         let mut scratch = KsScratch::default();
         let mut out = Vec::with_capacity(batch);
         for (k, acc2) in level2.iter().enumerate() {
-            let glwe_p: Vec<u64> = acc2.as_ref().iter().map(|&c| prime::from_native(c)).collect();
+            let glwe_p: Vec<u64> = acc2
+                .as_ref()
+                .iter()
+                .map(|&c| prime::from_native(c))
+                .collect();
             let mut ct = vec![0u64; (p.k3 + 1) * n];
             self.up.keyswitch(ntt, &glwe_p, &mut ct, &mut scratch);
             ct.iter_mut().for_each(|c| *c = prime::mul(*c, n_inv));
@@ -277,7 +296,13 @@ fn batch_rotate(
 ) -> Vec<GlweCiphertextOwned<u64>> {
     let n = PolynomialSize(tv.len());
     let native = CiphertextModulus::<u64>::new_native();
-    let mut luts = GlweCiphertextList::new(0u64, GlweSize(2), n, GlweCiphertextCount(inputs.len()), native);
+    let mut luts = GlweCiphertextList::new(
+        0u64,
+        GlweSize(2),
+        n,
+        GlweCiphertextCount(inputs.len()),
+        native,
+    );
     for mut lut in luts.iter_mut() {
         lut.get_mut_body().as_mut().copy_from_slice(tv);
     }
@@ -285,10 +310,16 @@ fn batch_rotate(
     let fft = fft.as_view();
     let mut buffers = ComputationBuffers::new();
     buffers.resize(
-        batch_blind_rotate_assign_scratch::<u64>(GlweSize(2), n, CiphertextCount(inputs.len()), fft)
-            .unaligned_bytes_required(),
+        batch_blind_rotate_assign_scratch::<u64>(
+            GlweSize(2),
+            n,
+            CiphertextCount(inputs.len()),
+            fft,
+        )
+        .unaligned_bytes_required(),
     );
-    bsk.as_view().batch_blind_rotate_assign(luts.as_mut_view(), inputs, fft, buffers.stack());
+    bsk.as_view()
+        .batch_blind_rotate_assign(luts.as_mut_view(), inputs, fft, buffers.stack());
     luts.iter()
         .map(|g| GlweCiphertext::from_container(g.as_ref().to_vec(), n, native))
         .collect()

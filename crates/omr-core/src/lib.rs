@@ -19,6 +19,7 @@ pub mod error;
 pub mod keys;
 pub mod noise;
 pub mod params;
+pub mod security;
 pub(crate) mod prime;
 
 pub use clue::Clue;

@@ -299,7 +299,6 @@ impl Budget {
 // ---------------------------------------------------------------------------------------------
 // Measurements on clues and digests (secret-key side).
 
-
 impl SecretKey {
     /// Phase of each of the clue's ℓ LWE ciphertexts, centered, in units of 2·N1 (0 ± noise for
     /// this recipient's clues; uniform for anyone else's).

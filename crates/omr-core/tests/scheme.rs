@@ -261,3 +261,40 @@ fn detection_is_safe_to_share_across_threads() {
             .collect();
     assert_eq!(got, vec![0, 2, 4, 6]);
 }
+
+#[test]
+fn batched_detection_equals_one_at_a_time() {
+    let f = fixture();
+    let clues: Vec<Clue> = (0..5)
+        .map(|i| {
+            if i == 1 || i == 4 {
+                f.me.clue_key.make_clue()
+            } else {
+                f.other.clue_key.make_clue()
+            }
+        })
+        .collect();
+    let refs: Vec<&Clue> = clues.iter().collect();
+    let pvs = f.dk.detect_batch(&refs).unwrap();
+    assert_eq!(pvs.len(), 5);
+    let mut acc = f.dk.new_accumulator(0);
+    let mut scratch = FoldScratch::default();
+    for (i, pv) in pvs.iter().enumerate() {
+        f.dk.fold(&mut acc, i as u64, pv, &[7, i as u8], &mut scratch)
+            .unwrap();
+    }
+    let got: Vec<(u64, Vec<u8>)> = decode(&f.me.secret, &f.dk.digest(&acc).unwrap()).unwrap();
+    assert_eq!(got, vec![(1, vec![7, 1]), (4, vec![7, 4])]);
+    assert!(f.dk.detect_batch(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn a_clue_of_another_parameter_set_is_refused() {
+    let f = fixture();
+    // A production clue (the production key generation takes a few seconds).
+    let clue = omr_core::keygen(&omr_core::OMR_V1, 1).unwrap().clue_key.make_clue();
+    assert!(matches!(
+        f.dk.detect(&clue),
+        Err(OmrError::ParamMismatch { .. })
+    ));
+}
