@@ -19,8 +19,8 @@ pub mod error;
 pub mod keys;
 pub mod noise;
 pub mod params;
-pub mod security;
 pub(crate) mod prime;
+pub mod security;
 
 pub use clue::Clue;
 pub use decode::Retrieved;

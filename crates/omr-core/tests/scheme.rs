@@ -292,7 +292,10 @@ fn batched_detection_equals_one_at_a_time() {
 fn a_clue_of_another_parameter_set_is_refused() {
     let f = fixture();
     // A production clue (the production key generation takes a few seconds).
-    let clue = omr_core::keygen(&omr_core::OMR_V1, 1).unwrap().clue_key.make_clue();
+    let clue = omr_core::keygen(&omr_core::OMR_V1, 1)
+        .unwrap()
+        .clue_key
+        .make_clue();
     assert!(matches!(
         f.dk.detect(&clue),
         Err(OmrError::ParamMismatch { .. })
