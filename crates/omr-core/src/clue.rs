@@ -80,15 +80,25 @@ impl Clue {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.params.clue_bytes());
         write_header(&mut out, Kind::Clue, self.params);
-        let log = self.params.clue_modulus_log();
-        pack_bits(&mut out, self.mask.iter().chain(&self.bodies).copied(), log);
+        self.write_body(&mut out);
         out
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, OmrError> {
         let (mut r, p) = Reader::open(bytes, Kind::Clue, CLUE_LIMIT)?;
-        let mut values = r.packed(p.clue_dim + p.clue_count, p.clue_modulus_log())?;
+        let clue = Self::read_body(&mut r, p)?;
         r.finish()?;
+        Ok(clue)
+    }
+
+    /// The packed mask and bodies, without a header.
+    pub(crate) fn write_body(&self, out: &mut Vec<u8>) {
+        let log = self.params.clue_modulus_log();
+        pack_bits(out, self.mask.iter().chain(&self.bodies).copied(), log);
+    }
+
+    pub(crate) fn read_body(r: &mut Reader<'_>, p: &'static ParamSet) -> Result<Self, OmrError> {
+        let mut values = r.packed(p.clue_dim + p.clue_count, p.clue_modulus_log())?;
         let bodies = values.split_off(p.clue_dim);
         Ok(Clue {
             params: p,

@@ -21,7 +21,7 @@ pub enum Kind {
     DetectionKey = 3,
     SecretKey = 4,
     Digest = 5,
-    Payload = 6,
+    Message = 6,
     Accumulator = 7,
 }
 
@@ -33,7 +33,7 @@ impl Kind {
             Kind::DetectionKey => "detection key",
             Kind::SecretKey => "secret key",
             Kind::Digest => "digest",
-            Kind::Payload => "payload",
+            Kind::Message => "message",
             Kind::Accumulator => "accumulator",
         }
     }
@@ -154,6 +154,26 @@ impl<'a> Reader<'a> {
             .collect())
     }
 
+    /// Read a k̄ and check it against the parameter set.
+    pub(crate) fn kbar(&mut self, p: &ParamSet) -> Result<usize, OmrError> {
+        let kbar = self.u32()? as usize;
+        if kbar == 0 || kbar > p.max_kbar {
+            return Err(self.err(format!("k̄ {kbar} out of range 1..={}", p.max_kbar)));
+        }
+        Ok(kbar)
+    }
+
+    /// Read a k̄ and a board range `[start, end)` no longer than the set's `max_range`.
+    pub(crate) fn kbar_and_range(&mut self, p: &ParamSet) -> Result<(usize, u64, u64), OmrError> {
+        let kbar = self.kbar(p)?;
+        let start = self.u64()?;
+        let end = self.u64()?;
+        if end < start || end - start > p.max_range {
+            return Err(self.err(format!("bad range [{start}, {end})")));
+        }
+        Ok((kbar, start, end))
+    }
+
     pub(crate) fn err(&self, why: impl Into<String>) -> OmrError {
         OmrError::malformed(self.what, why)
     }
@@ -169,6 +189,13 @@ impl<'a> Reader<'a> {
             ))
         }
     }
+}
+
+/// Append a k̄ and a board range, as [`Reader::kbar_and_range`] reads them.
+pub(crate) fn write_kbar_and_range(out: &mut Vec<u8>, kbar: usize, start: u64, end: u64) {
+    out.extend_from_slice(&(kbar as u32).to_le_bytes());
+    out.extend_from_slice(&start.to_le_bytes());
+    out.extend_from_slice(&end.to_le_bytes());
 }
 
 /// Append `values` (each < 2^bits) packed LSB-first.

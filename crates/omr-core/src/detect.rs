@@ -257,17 +257,7 @@ impl DetectionKey {
             let mut ct = vec![0u64; (p.k3 + 1) * n];
             self.up.keyswitch(ntt, &glwe_p, &mut ct, &mut scratch);
             ct.iter_mut().for_each(|c| *c = prime::mul(*c, n_inv));
-            let mut rotated = vec![0u64; ct.len()];
-            let mut switched = vec![0u64; ct.len()];
-            for (g, ksk) in prime::trace_elements(n).into_iter().zip(&self.trace) {
-                for (src, dst) in ct.chunks_exact(n).zip(rotated.chunks_exact_mut(n)) {
-                    prime::automorphism_into(src, g, dst);
-                }
-                ksk.keyswitch(ntt, &rotated, &mut switched, &mut scratch);
-                for (c, s) in ct.iter_mut().zip(&switched) {
-                    *c = prime::add(*c, *s);
-                }
-            }
+            prime::trace(ntt, &self.trace, &mut ct, &mut scratch);
             if let Some(tr) = traces.as_deref_mut() {
                 tr.push(DetectTrace {
                     level1: bigs[k].as_ref().to_vec(),

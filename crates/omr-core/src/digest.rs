@@ -10,7 +10,7 @@
 //! Bucket choices and weights come from a keyed BLAKE3 PRF of (seed, i), so the recipient can
 //! recompute them. Coefficients are centered in (-t/2, t/2] to keep the products' noise small.
 
-use crate::codec::{pack_bits, write_header, Kind, Reader};
+use crate::codec::{pack_bits, write_header, write_kbar_and_range, Kind, Reader};
 use crate::detect::Pertinency;
 use crate::error::OmrError;
 use crate::keys::DetectionKey;
@@ -252,9 +252,7 @@ impl Accumulator {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(32 + self.data.len() * 8);
         write_header(&mut out, Kind::Accumulator, self.params);
-        out.extend_from_slice(&(self.kbar as u32).to_le_bytes());
-        out.extend_from_slice(&self.start.to_le_bytes());
-        out.extend_from_slice(&self.end.to_le_bytes());
+        write_kbar_and_range(&mut out, self.kbar, self.start, self.end);
         for v in &self.data {
             out.extend_from_slice(&v.to_le_bytes());
         }
@@ -263,15 +261,7 @@ impl Accumulator {
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, OmrError> {
         let (mut r, p) = Reader::open(bytes, Kind::Accumulator, ACCUMULATOR_LIMIT)?;
-        let kbar = r.u32()? as usize;
-        if kbar == 0 || kbar > p.max_kbar {
-            return Err(r.err(format!("k̄ {kbar} out of range")));
-        }
-        let start = r.u64()?;
-        let end = r.u64()?;
-        if end < start || end - start > p.max_range {
-            return Err(r.err(format!("bad range [{start}, {end})")));
-        }
+        let (kbar, start, end) = r.kbar_and_range(p)?;
         let layout = Layout::new(p, kbar);
         let data = r.u64s(layout.total_polys() * (p.k3 + 1) * p.n2)?;
         if data.iter().any(|&v| v >= PRIME_P) {
@@ -316,9 +306,7 @@ impl Digest {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         write_header(&mut out, Kind::Digest, self.params);
-        out.extend_from_slice(&(self.kbar as u32).to_le_bytes());
-        out.extend_from_slice(&self.start.to_le_bytes());
-        out.extend_from_slice(&self.end.to_le_bytes());
+        write_kbar_and_range(&mut out, self.kbar, self.start, self.end);
         pack_bits(
             &mut out,
             self.glwes.iter().copied(),
@@ -329,15 +317,7 @@ impl Digest {
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, OmrError> {
         let (mut r, p) = Reader::open(bytes, Kind::Digest, DIGEST_LIMIT)?;
-        let kbar = r.u32()? as usize;
-        if kbar == 0 || kbar > p.max_kbar {
-            return Err(r.err(format!("k̄ {kbar} out of range")));
-        }
-        let start = r.u64()?;
-        let end = r.u64()?;
-        if end < start || end - start > p.max_range {
-            return Err(r.err(format!("bad range [{start}, {end})")));
-        }
+        let (kbar, start, end) = r.kbar_and_range(p)?;
         let layout = Layout::new(p, kbar);
         let glwes = r.packed(layout.total_polys() * 2 * p.n2, p.digest_modulus_log)?;
         r.finish()?;

@@ -153,6 +153,69 @@ fn random_u128(rng: &mut impl RngCore) -> u128 {
     u128::from_le_bytes(b)
 }
 
+/// A seeded bootstrapping key from `input` to `output` (k = 1), compressed for transport.
+fn seeded_bsk(
+    input: &LweSecretKeyOwned<u64>,
+    output: &GlweSecretKeyOwned<u64>,
+    base_log: usize,
+    levels: usize,
+    noise_log2: u32,
+    rng: &mut impl RngCore,
+    seeder: &mut dyn Seeder,
+) -> SeededNative {
+    let seed = random_u128(rng);
+    let mut bsk = SeededLweBootstrapKey::new(
+        0u64,
+        GlweSize(2),
+        output.polynomial_size(),
+        DecompositionBaseLog(base_log),
+        DecompositionLevelCount(levels),
+        input.lwe_dimension(),
+        CompressionSeed::from(Seed(seed)),
+        native(),
+    );
+    par_generate_seeded_lwe_bootstrap_key(
+        input,
+        output,
+        &mut bsk,
+        DynamicDistribution::new_t_uniform(noise_log2),
+        seeder,
+    );
+    SeededNative::compress(
+        seed,
+        bsk.into_container().as_ref(),
+        ParamSet::dropped_bits_for_noise(noise_log2),
+    )
+}
+
+/// Regenerate a seeded bootstrapping key's masks and convert it to the Fourier domain.
+fn expand_bsk(
+    k: &SeededNative,
+    n: usize,
+    base_log: usize,
+    levels: usize,
+) -> FourierLweBootstrapKeyOwned {
+    let bsk = SeededLweBootstrapKey::from_container(
+        k.bodies(),
+        GlweSize(2),
+        PolynomialSize(n),
+        DecompositionBaseLog(base_log),
+        DecompositionLevelCount(levels),
+        CompressionSeed::from(Seed(k.seed)),
+        native(),
+    )
+    .par_decompress_into_lwe_bootstrap_key();
+    let mut f = FourierLweBootstrapKey::new(
+        bsk.input_lwe_dimension(),
+        bsk.glwe_size(),
+        bsk.polynomial_size(),
+        bsk.decomposition_base_log(),
+        bsk.decomposition_level_count(),
+    );
+    par_convert_standard_lwe_bootstrap_key_to_fourier(&bsk, &mut f);
+    f
+}
+
 /// Generate a recipient's keys for `params` and a per-key k̄ (max pertinent messages a digest
 /// decodes). Uses the operating system's entropy.
 pub fn keygen(params: &'static ParamSet, kbar: usize) -> Result<KeySet, OmrError> {
@@ -216,28 +279,14 @@ pub fn keygen(params: &'static ParamSet, kbar: usize) -> Result<KeySet, OmrError
     };
 
     // Level-1 bootstrapping key: clue key -> GLWE1.
-    let bsk1_seed = random_u128(&mut rng);
-    let mut bsk1 = SeededLweBootstrapKey::new(
-        0u64,
-        GlweSize(2),
-        PolynomialSize(params.n1),
-        DecompositionBaseLog(params.bsk1_base_log),
-        DecompositionLevelCount(params.bsk1_levels),
-        LweDimension(params.clue_dim),
-        CompressionSeed::from(Seed(bsk1_seed)),
-        native(),
-    );
-    par_generate_seeded_lwe_bootstrap_key(
+    let bsk1 = seeded_bsk(
         &clue_sk,
         &glwe1,
-        &mut bsk1,
-        DynamicDistribution::new_t_uniform(params.glwe1_noise_log2),
+        params.bsk1_base_log,
+        params.bsk1_levels,
+        params.glwe1_noise_log2,
+        &mut rng,
         seeder,
-    );
-    let bsk1 = SeededNative::compress(
-        bsk1_seed,
-        bsk1.into_container().as_ref(),
-        ParamSet::dropped_bits_for_noise(params.glwe1_noise_log2),
     );
 
     // Keyswitching key: extracted level-1 LWE (dimension N1) -> LWE2.
@@ -265,28 +314,14 @@ pub fn keygen(params: &'static ParamSet, kbar: usize) -> Result<KeySet, OmrError
     );
 
     // Level-2 bootstrapping key: LWE2 -> GLWE2.
-    let bsk2_seed = random_u128(&mut rng);
-    let mut bsk2 = SeededLweBootstrapKey::new(
-        0u64,
-        GlweSize(2),
-        PolynomialSize(params.n2),
-        DecompositionBaseLog(params.bsk2_base_log),
-        DecompositionLevelCount(params.bsk2_levels),
-        LweDimension(params.lwe2_dim),
-        CompressionSeed::from(Seed(bsk2_seed)),
-        native(),
-    );
-    par_generate_seeded_lwe_bootstrap_key(
+    let bsk2 = seeded_bsk(
         &lwe2,
         &glwe2,
-        &mut bsk2,
-        DynamicDistribution::new_t_uniform(params.glwe2_noise_log2),
+        params.bsk2_base_log,
+        params.bsk2_levels,
+        params.glwe2_noise_log2,
+        &mut rng,
         seeder,
-    );
-    let bsk2 = SeededNative::compress(
-        bsk2_seed,
-        bsk2.into_container().as_ref(),
-        ParamSet::dropped_bits_for_noise(params.glwe2_noise_log2),
     );
 
     // Prime-modulus keys.
@@ -391,10 +426,7 @@ impl SecretKey {
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, OmrError> {
         let (mut r, params) = Reader::open(bytes, Kind::SecretKey, SECRET_KEY_LIMIT)?;
-        let kbar = r.u32()? as usize;
-        if kbar == 0 || kbar > params.max_kbar {
-            return Err(r.err(format!("k̄ {kbar} out of range")));
-        }
+        let kbar = r.kbar(params)?;
         let prf_seed = r.array32()?;
         let clue_sk = LweSecretKey::from_container(r.packed(params.clue_dim, 1)?);
         let glwe1 =
@@ -560,10 +592,7 @@ impl CompressedDetectionKey {
 
     pub fn from_bytes_with_limit(bytes: &[u8], limit: usize) -> Result<Self, OmrError> {
         let (mut r, p) = Reader::open(bytes, Kind::DetectionKey, limit)?;
-        let kbar = r.u32()? as usize;
-        if kbar == 0 || kbar > p.max_kbar {
-            return Err(r.err(format!("k̄ {kbar} out of range 1..={}", p.max_kbar)));
-        }
+        let kbar = r.kbar(p)?;
         let prf_seed = r.array32()?;
         let bsk1 = read_native(
             &mut r,
@@ -610,17 +639,7 @@ impl CompressedDetectionKey {
     /// Expand into the server's in-memory form (seeds regenerated, Fourier/NTT conversions).
     pub fn expand(&self) -> DetectionKey {
         let p = self.params;
-        let bsk1 = SeededLweBootstrapKey::from_container(
-            self.bsk1.bodies(),
-            GlweSize(2),
-            PolynomialSize(p.n1),
-            DecompositionBaseLog(p.bsk1_base_log),
-            DecompositionLevelCount(p.bsk1_levels),
-            CompressionSeed::from(Seed(self.bsk1.seed)),
-            native(),
-        )
-        .par_decompress_into_lwe_bootstrap_key();
-        let bsk1 = to_fourier(&bsk1);
+        let bsk1 = expand_bsk(&self.bsk1, p.n1, p.bsk1_base_log, p.bsk1_levels);
         let ksk = SeededLweKeyswitchKey::from_container(
             self.ksk.bodies(),
             DecompositionBaseLog(p.ksk_base_log),
@@ -630,17 +649,7 @@ impl CompressedDetectionKey {
             native(),
         )
         .par_decompress_into_lwe_keyswitch_key();
-        let bsk2 = SeededLweBootstrapKey::from_container(
-            self.bsk2.bodies(),
-            GlweSize(2),
-            PolynomialSize(p.n2),
-            DecompositionBaseLog(p.bsk2_base_log),
-            DecompositionLevelCount(p.bsk2_levels),
-            CompressionSeed::from(Seed(self.bsk2.seed)),
-            native(),
-        )
-        .par_decompress_into_lwe_bootstrap_key();
-        let bsk2 = to_fourier(&bsk2);
+        let bsk2 = expand_bsk(&self.bsk2, p.n2, p.bsk2_base_log, p.bsk2_levels);
         let ntt = Ntt::new(p.n2);
         let up = self.up.expand(&ntt);
         let trace = self.trace.iter().map(|t| t.expand(&ntt)).collect();
@@ -659,18 +668,6 @@ impl CompressedDetectionKey {
             ntt,
         }
     }
-}
-
-fn to_fourier(bsk: &LweBootstrapKeyOwned<u64>) -> FourierLweBootstrapKeyOwned {
-    let mut f = FourierLweBootstrapKey::new(
-        bsk.input_lwe_dimension(),
-        bsk.glwe_size(),
-        bsk.polynomial_size(),
-        bsk.decomposition_base_log(),
-        bsk.decomposition_level_count(),
-    );
-    par_convert_standard_lwe_bootstrap_key_to_fourier(bsk, &mut f);
-    f
 }
 
 impl DetectionKey {

@@ -219,6 +219,28 @@ pub(crate) fn trace_elements(n: usize) -> Vec<usize> {
     (1..=log_n).map(|i| (n >> (i - 1)) + 1).collect()
 }
 
+/// The homomorphic trace in place: ct += KS_g(τ_g(ct)) for every trace element g, so that a
+/// ciphertext of m(X) becomes one of N·m_0. `keys[i]` switches from τ_{g_i}(S) back to S.
+pub(crate) fn trace(
+    ntt: &Ntt,
+    keys: &[PrimeKeyswitchKey],
+    ct: &mut [u64],
+    scratch: &mut KsScratch,
+) {
+    let n = ntt.n;
+    let mut rotated = vec![0u64; ct.len()];
+    let mut switched = vec![0u64; ct.len()];
+    for (g, ksk) in trace_elements(n).into_iter().zip(keys) {
+        for (src, dst) in ct.chunks_exact(n).zip(rotated.chunks_exact_mut(n)) {
+            automorphism_into(src, g, dst);
+        }
+        ksk.keyswitch(ntt, &rotated, &mut switched, scratch);
+        for (c, s) in ct.iter_mut().zip(&switched) {
+            *c = add(*c, *s);
+        }
+    }
+}
+
 /// Signed gadget decomposition modulo p with gadget g_j = p / B^j, j = 1..=levels.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Decomposer {
@@ -600,17 +622,7 @@ mod tests {
         let n_inv = inverse(n as u64);
         ct.iter_mut().for_each(|c| *c = mul(*c, n_inv));
         let mut scratch = KsScratch::default();
-        let mut rotated = vec![0u64; ct.len()];
-        let mut switched = vec![0u64; ct.len()];
-        for (g, ksk) in trace_elements(n).into_iter().zip(&trace_keys) {
-            for (src, dst) in ct.chunks_exact(n).zip(rotated.chunks_exact_mut(n)) {
-                automorphism_into(src, g, dst);
-            }
-            ksk.keyswitch(&ntt, &rotated, &mut switched, &mut scratch);
-            for (c, s) in ct.iter_mut().zip(&switched) {
-                *c = add(*c, *s);
-            }
-        }
+        trace(&ntt, &trace_keys, &mut ct, &mut scratch);
         let phase = key.phase(&ntt, &ct);
         // Constant coefficient: msg[0] = 0; others: 0. All noise must be tiny.
         assert!(
@@ -624,15 +636,7 @@ mod tests {
         msg2[3] = mul(9, delta);
         let mut ct2 = encrypt(&ntt, &key, &msg2, 2, &mut rng);
         ct2.iter_mut().for_each(|c| *c = mul(*c, n_inv));
-        for (g, ksk) in trace_elements(n).into_iter().zip(&trace_keys) {
-            for (src, dst) in ct2.chunks_exact(n).zip(rotated.chunks_exact_mut(n)) {
-                automorphism_into(src, g, dst);
-            }
-            ksk.keyswitch(&ntt, &rotated, &mut switched, &mut scratch);
-            for (c, s) in ct2.iter_mut().zip(&switched) {
-                *c = add(*c, *s);
-            }
-        }
+        trace(&ntt, &trace_keys, &mut ct2, &mut scratch);
         let phase2 = key.phase(&ntt, &ct2);
         assert!(centered_f64(sub(phase2[0], mul(5, delta))).abs() < 2f64.powi(40));
         assert!(max_centered(&phase2[1..]) < 2f64.powi(40));

@@ -3,7 +3,7 @@
 
 use omr_core::{
     keygen, Accumulator, Clue, ClueKey, CompressedDetectionKey, Digest, FoldScratch, KeySet,
-    OmrError, SecretKey, INSECURE_TEST,
+    Message, OmrError, SecretKey, INSECURE_TEST,
 };
 use std::sync::OnceLock;
 
@@ -181,7 +181,11 @@ fn junk_input_is_a_typed_error_never_a_panic() {
     let digest = f.dk.digest(&f.dk.new_accumulator(0)).unwrap().to_bytes();
     let sk = f.me.secret.to_bytes();
     let ck = f.me.clue_key.to_bytes();
+    let msg = Message::new(f.me.clue_key.make_clue(), b"payload".to_vec()).unwrap();
+    assert_eq!(Message::from_bytes(&msg.to_bytes()).unwrap(), msg);
+    let msg = msg.to_bytes();
     let samples: Vec<(&str, Vec<u8>)> = vec![
+        ("message", msg),
         ("clue", clue),
         ("detection key", dk),
         ("digest", digest),
@@ -190,6 +194,7 @@ fn junk_input_is_a_typed_error_never_a_panic() {
     ];
     type Decoder = fn(&[u8]) -> bool;
     let decoders: Vec<(&str, Decoder)> = vec![
+        ("message", |b| Message::from_bytes(b).is_ok()),
         ("clue", |b| Clue::from_bytes(b).is_ok()),
         ("detection key", |b| {
             CompressedDetectionKey::from_bytes(b).is_ok()
@@ -226,6 +231,11 @@ fn junk_input_is_a_typed_error_never_a_panic() {
     for (_, decode) in &decoders {
         assert!(!decode(&garbage));
     }
+    let too_long = vec![1u8; INSECURE_TEST.payload_bytes + 1];
+    assert!(matches!(
+        Message::new(f.me.clue_key.make_clue(), too_long),
+        Err(OmrError::PayloadTooLarge { .. })
+    ));
     assert!(matches!(
         omr_core::ParamSet::by_name("omr-v0"),
         Err(OmrError::UnknownParamSet(_))
