@@ -40,13 +40,15 @@ impl Message {
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, OmrError> {
         let (mut r, p) = Reader::open(bytes, Kind::Message, MESSAGE_LIMIT)?;
         let len = u16::from_le_bytes(r.take(2)?.try_into().expect("2 bytes")) as usize;
+        // A length the input does not hold is malformed; one it holds but the set forbids is
+        // too large.
+        let payload = r.take(len)?.to_vec();
         if len > p.payload_bytes {
             return Err(OmrError::PayloadTooLarge {
                 got: len,
                 max: p.payload_bytes,
             });
         }
-        let payload = r.take(len)?.to_vec();
         let clue = Clue::read_body(&mut r, p)?;
         r.finish()?;
         Ok(Message { clue, payload })

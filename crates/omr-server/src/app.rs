@@ -1,0 +1,210 @@
+//! The server as a library: [`Application::build`] binds both listeners (port 0 allowed),
+//! connects the store and writes the address file; [`Application::run_until_stopped`] serves
+//! until the shutdown future resolves, then stops in order: stop accepting, finish in-flight
+//! requests and commits, close the store.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use omr_core::ParamSet;
+use omr_proto::v1::detector_server::DetectorServer;
+use omr_store::Store;
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::grpc::DetectorService;
+use crate::ingest::Ingestor;
+use crate::metrics::Metrics;
+use crate::state::AppState;
+
+/// gRPC messages may be up to this large (key chunks are ≤ 4 MiB).
+const GRPC_MAX_MESSAGE: usize = 5 * 1024 * 1024;
+
+/// What `omrd.addr` holds.
+#[derive(Debug, Serialize)]
+struct AddrFile {
+    http: SocketAddr,
+    grpc: SocketAddr,
+    pid: u32,
+}
+
+/// A built, not yet serving, server.
+#[derive(Debug)]
+pub struct Application {
+    state: Arc<AppState>,
+    http: TcpListener,
+    grpc: TcpListener,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+impl Application {
+    /// Validate the configuration, connect and migrate the store, bind the listeners.
+    pub async fn build(config: Config) -> anyhow::Result<Application> {
+        let params = ParamSet::by_name(&config.param_set)
+            .with_context(|| format!("parameter set {:?}", config.param_set))?;
+        if params.insecure && !config.allow_insecure_params {
+            anyhow::bail!(
+                "parameter set {} is insecure (for tests only); refusing to start. \
+                 Pass --allow-insecure-params (OMR_ALLOW_INSECURE_PARAMS=true) to override",
+                params.name
+            );
+        }
+        let store = match &config.database_url {
+            Some(url) => Store::connect(url)
+                .await
+                .context("connecting to the database")?,
+            None => Store::open_embedded(&config.data_dir)
+                .await
+                .with_context(|| {
+                    format!(
+                        "opening the embedded store under {}",
+                        config.data_dir.display()
+                    )
+                })?,
+        };
+        tracing::info!(backend = ?store.backend(), param_set = params.name, "store ready, migrations applied");
+        let http = TcpListener::bind(config.http_addr)
+            .await
+            .with_context(|| format!("binding HTTP on {}", config.http_addr))?;
+        let grpc = TcpListener::bind(config.grpc_addr)
+            .await
+            .with_context(|| format!("binding gRPC on {}", config.grpc_addr))?;
+        let metrics = Metrics::new();
+        metrics.board_head.set(store.board_head().await? as i64);
+        let (ingestor, writer) =
+            Ingestor::start(store.clone(), metrics.clone(), config.max_commit_messages);
+        let state = Arc::new(AppState {
+            config,
+            params,
+            store,
+            ingestor,
+            metrics,
+            ready: AtomicBool::new(false),
+        });
+        let app = Application {
+            state,
+            http,
+            grpc,
+            writer,
+        };
+        app.write_addr_file()?;
+        Ok(app)
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http.local_addr().expect("bound listener")
+    }
+
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc.local_addr().expect("bound listener")
+    }
+
+    fn write_addr_file(&self) -> anyhow::Result<()> {
+        let path = self.state.config.addr_file();
+        std::fs::create_dir_all(&self.state.config.data_dir)
+            .with_context(|| format!("creating {}", self.state.config.data_dir.display()))?;
+        let body = serde_json::to_vec_pretty(&AddrFile {
+            http: self.http_addr(),
+            grpc: self.grpc_addr(),
+            pid: std::process::id(),
+        })?;
+        let tmp = path.with_extension("addr.tmp");
+        std::fs::write(&tmp, body).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Serve until `shutdown` resolves, then stop gracefully.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let Application {
+            state,
+            http,
+            grpc,
+            writer,
+        } = self;
+        let cancel = CancellationToken::new();
+        let http_addr = http.local_addr()?;
+        let grpc_addr = grpc.local_addr()?;
+
+        let router = crate::http::router(state.clone());
+        let c = cancel.clone();
+        let http_task = tokio::spawn(async move {
+            axum::serve(http, router)
+                .with_graceful_shutdown(async move { c.cancelled().await })
+                .await
+        });
+
+        let (health_reporter, health_service) = tonic_health::server::health_reporter();
+        health_reporter
+            .set_serving::<DetectorServer<DetectorService>>()
+            .await;
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(omr_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()?;
+        let detector = DetectorServer::new(DetectorService::new(state.clone()))
+            .max_decoding_message_size(GRPC_MAX_MESSAGE);
+        let c = cancel.clone();
+        let grpc_task = tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(health_service)
+                .add_service(reflection)
+                .add_service(detector)
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(grpc),
+                    async move { c.cancelled().await },
+                )
+                .await
+        });
+
+        state.ready.store(true, Ordering::Release);
+        tracing::info!(%http_addr, %grpc_addr, addr_file = %state.config.addr_file().display(), "omrd listening");
+
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, finishing in-flight work");
+        state.ready.store(false, Ordering::Release);
+        health_reporter
+            .set_not_serving::<DetectorServer<DetectorService>>()
+            .await;
+        cancel.cancel();
+        let deadline = Duration::from_secs(state.config.shutdown_timeout_secs);
+        let servers = async {
+            let h = http_task.await;
+            let g = grpc_task.await;
+            (h, g)
+        };
+        match tokio::time::timeout(deadline, servers).await {
+            Ok((h, g)) => {
+                if let Ok(Err(e)) = h {
+                    tracing::warn!(error = %e, "HTTP server stopped with an error");
+                }
+                if let Ok(Err(e)) = g {
+                    tracing::warn!(error = %e, "gRPC server stopped with an error");
+                }
+            }
+            Err(_) => tracing::warn!("servers did not stop within {} s", deadline.as_secs()),
+        }
+        // The routers are gone: drop the last submitter so the writer commits what is queued
+        // and exits.
+        let store = state.store.clone();
+        drop(state);
+        if tokio::time::timeout(deadline, writer).await.is_err() {
+            tracing::warn!(
+                "group-commit writer did not finish within {} s",
+                deadline.as_secs()
+            );
+        }
+        store.close().await;
+        tracing::info!("omrd stopped");
+        Ok(())
+    }
+}

@@ -1,0 +1,91 @@
+//! Configuration: built-in defaults, then an optional TOML file, then `OMR_*` environment
+//! variables, then command-line flags.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// Everything omrd can be told. Field names are the TOML keys; `OMR_<FIELD>` (upper case) sets
+/// each from the environment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// HTTP listen address (port 0: any free port).
+    pub http_addr: SocketAddr,
+    /// gRPC listen address (port 0: any free port).
+    pub grpc_addr: SocketAddr,
+    /// Data directory: the embedded SQLite file and `omrd.addr` live here.
+    pub data_dir: PathBuf,
+    /// `postgres://…` selects PostgreSQL; unset uses SQLite under `data_dir`.
+    pub database_url: Option<String>,
+    /// The parameter set this server runs (`omr-v1`).
+    pub param_set: String,
+    /// Allow a parameter set marked insecure (tests only).
+    pub allow_insecure_params: bool,
+    pub log_format: LogFormat,
+    /// Largest detection key accepted, in bytes.
+    pub max_key_bytes: u64,
+    /// Longest a key upload may take, in seconds.
+    pub key_upload_timeout_secs: u64,
+    /// Concurrent key uploads (each holds the key in memory while it is checked).
+    pub max_concurrent_uploads: usize,
+    /// Most messages in one `POST /v1/messages/batch`.
+    pub max_batch_messages: usize,
+    /// Most messages the group-commit writer puts in one transaction.
+    pub max_commit_messages: usize,
+    /// Seconds to wait for in-flight work at shutdown.
+    pub shutdown_timeout_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            http_addr: "127.0.0.1:8080".parse().expect("literal"),
+            grpc_addr: "127.0.0.1:50051".parse().expect("literal"),
+            data_dir: PathBuf::from("./omr-data"),
+            database_url: None,
+            param_set: "omr-v1".to_string(),
+            allow_insecure_params: false,
+            log_format: LogFormat::Human,
+            max_key_bytes: 128 * 1024 * 1024,
+            key_upload_timeout_secs: 600,
+            max_concurrent_uploads: 2,
+            max_batch_messages: 1000,
+            max_commit_messages: 4096,
+            shutdown_timeout_secs: 30,
+        }
+    }
+}
+
+impl Config {
+    /// Defaults, then `file` (if given; it must exist), then `OMR_*` variables.
+    pub fn load(file: Option<&Path>) -> Result<Config, Box<figment::Error>> {
+        let mut fig = Figment::new().merge(Serialized::defaults(Config::default()));
+        if let Some(f) = file {
+            if !f.exists() {
+                return Err(Box::new(figment::Error::from(format!(
+                    "config file {} does not exist",
+                    f.display()
+                ))));
+            }
+            fig = fig.merge(Toml::file(f));
+        }
+        Ok(fig.merge(Env::prefixed("OMR_")).extract()?)
+    }
+
+    /// The address file scripts read to find the bound ports.
+    pub fn addr_file(&self) -> PathBuf {
+        self.data_dir.join("omrd.addr")
+    }
+}

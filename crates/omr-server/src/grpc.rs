@@ -1,0 +1,330 @@
+//! The gRPC key registry (`omr.v1.Detector`): streamed detection-key upload, status, deletion.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use omr_core::{CompressedDetectionKey, ParamSet};
+use omr_proto::v1::detector_server::Detector;
+use omr_proto::v1::register_detection_key_request::Part;
+use omr_proto::v1::registration_header::Start;
+use omr_proto::v1::{
+    DeleteDetectionKeyRequest, DeleteDetectionKeyResponse, GetKeyStatusRequest,
+    GetKeyStatusResponse, GetParamsRequest, GetParamsResponse, RegisterDetectionKeyRequest,
+    RegisterDetectionKeyResponse, RegistrationHeader,
+};
+use omr_store::{KeyMeta, NewKey, StartAt};
+use rand::RngCore;
+use sha2::{Digest as _, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::sync::Semaphore;
+use tokio_stream::StreamExt;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::state::AppState;
+
+/// The service implementation.
+#[derive(Debug, Clone)]
+pub struct DetectorService {
+    state: Arc<AppState>,
+    uploads: Arc<Semaphore>,
+}
+
+impl DetectorService {
+    pub fn new(state: Arc<AppState>) -> Self {
+        let uploads = Arc::new(Semaphore::new(state.config.max_concurrent_uploads.max(1)));
+        DetectorService { state, uploads }
+    }
+
+    fn internal(context: &str, err: impl std::fmt::Display) -> Status {
+        tracing::error!(error = %err, "{context}");
+        Status::internal("internal error; see server logs")
+    }
+
+    fn outcome(&self, outcome: &str) {
+        self.state
+            .metrics
+            .registrations
+            .with_label_values(&[outcome])
+            .inc();
+    }
+
+    /// Check the header against this server before any key bytes are accepted.
+    fn check_header(&self, h: &RegistrationHeader) -> Result<(), Status> {
+        let params = ParamSet::by_name(&h.param_set).map_err(|_| {
+            Status::invalid_argument(format!("unknown parameter set {:?}", h.param_set))
+        })?;
+        if params != self.state.params {
+            return Err(Status::invalid_argument(format!(
+                "parameter set {} is not this server's ({})",
+                params.name, self.state.params.name
+            )));
+        }
+        if h.kbar == 0 || h.kbar as usize > params.max_kbar {
+            return Err(Status::invalid_argument(format!(
+                "k̄ = {} is out of range 1..={}",
+                h.kbar, params.max_kbar
+            )));
+        }
+        if h.total_bytes == 0 {
+            return Err(Status::invalid_argument(
+                "total_bytes must be the key's size",
+            ));
+        }
+        if h.total_bytes > self.state.config.max_key_bytes {
+            return Err(Status::resource_exhausted(format!(
+                "key of {} bytes exceeds the limit of {} bytes",
+                h.total_bytes, self.state.config.max_key_bytes
+            )));
+        }
+        if h.start.is_none() {
+            return Err(Status::invalid_argument(
+                "header must say where to start: from_now or start_index",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn receive(
+        &self,
+        mut stream: Streaming<RegisterDetectionKeyRequest>,
+    ) -> Result<(RegistrationHeader, Vec<u8>), Status> {
+        let header = match stream.next().await {
+            Some(Ok(RegisterDetectionKeyRequest {
+                part: Some(Part::Header(h)),
+            })) => h,
+            Some(Ok(_)) => {
+                return Err(Status::invalid_argument(
+                    "the first message must be the header",
+                ))
+            }
+            Some(Err(s)) => return Err(s),
+            None => {
+                return Err(Status::invalid_argument(
+                    "empty stream: send a header, then the key",
+                ))
+            }
+        };
+        self.check_header(&header)?;
+        let total = header.total_bytes as usize;
+        let mut key = Vec::with_capacity(total);
+        while let Some(msg) = stream.next().await {
+            match msg?.part {
+                Some(Part::Chunk(c)) => {
+                    if key.len() + c.len() > total {
+                        return Err(Status::resource_exhausted(format!(
+                            "stream carries more than the declared {total} bytes"
+                        )));
+                    }
+                    key.extend_from_slice(&c);
+                }
+                Some(Part::Header(_)) => {
+                    return Err(Status::invalid_argument("a second header was sent"))
+                }
+                None => return Err(Status::invalid_argument("empty request message")),
+            }
+        }
+        if key.len() != total {
+            return Err(Status::invalid_argument(format!(
+                "truncated upload: received {} of {total} bytes",
+                key.len()
+            )));
+        }
+        Ok((header, key))
+    }
+
+    /// Authenticate a call on `key_id` with its Bearer token.
+    async fn authorize<T>(&self, req: &Request<T>, key_id: &str) -> Result<KeyMeta, Status> {
+        let token = req
+            .metadata()
+            .get("authorization")
+            .ok_or_else(|| Status::unauthenticated("missing authorization: Bearer <token>"))?
+            .to_str()
+            .map_err(|_| Status::unauthenticated("authorization metadata is not text"))?;
+        let token = token
+            .strip_prefix("Bearer ")
+            .ok_or_else(|| Status::unauthenticated("authorization must be 'Bearer <token>'"))?;
+        let meta = self
+            .state
+            .store
+            .key(key_id)
+            .await
+            .map_err(|e| Self::internal("loading a key", e))?
+            .ok_or_else(|| Status::not_found(format!("no detection key {key_id}")))?;
+        let hash = Sha256::digest(token.trim().as_bytes());
+        if !bool::from(hash.as_slice().ct_eq(&meta.token_hash)) {
+            return Err(Status::permission_denied(
+                "the token does not belong to this key",
+            ));
+        }
+        Ok(meta)
+    }
+}
+
+#[tonic::async_trait]
+impl Detector for DetectorService {
+    async fn register_detection_key(
+        &self,
+        request: Request<Streaming<RegisterDetectionKeyRequest>>,
+    ) -> Result<Response<RegisterDetectionKeyResponse>, Status> {
+        let _permit = self.uploads.clone().try_acquire_owned().map_err(|_| {
+            self.outcome("busy");
+            Status::unavailable("too many key uploads in progress; retry shortly")
+        })?;
+        let deadline = Duration::from_secs(self.state.config.key_upload_timeout_secs);
+        let received = tokio::time::timeout(deadline, self.receive(request.into_inner())).await;
+        let (header, key) = match received {
+            Ok(Ok(v)) => v,
+            Ok(Err(status)) => {
+                self.outcome("refused");
+                return Err(status);
+            }
+            Err(_) => {
+                self.outcome("timeout");
+                return Err(Status::deadline_exceeded(format!(
+                    "key upload took longer than {} s",
+                    deadline.as_secs()
+                )));
+            }
+        };
+        // Decode the whole key under the declared parameter set before storing anything.
+        let limit = self.state.config.max_key_bytes as usize;
+        let (key, decoded) = tokio::task::spawn_blocking(move || {
+            let r = CompressedDetectionKey::from_bytes_with_limit(&key, limit)
+                .map(|k| (k.params().name, k.kbar()));
+            (key, r)
+        })
+        .await
+        .map_err(|e| Self::internal("decoding a key", e))?;
+        let (param_set, kbar) = decoded.map_err(|e| {
+            self.outcome("invalid");
+            Status::invalid_argument(format!("the detection key does not decode: {e}"))
+        })?;
+        if param_set != header.param_set || kbar != header.kbar as usize {
+            self.outcome("invalid");
+            return Err(Status::invalid_argument(format!(
+                "the key is for {param_set} with k̄ = {kbar}, the header says {} with k̄ = {}",
+                header.param_set, header.kbar
+            )));
+        }
+        let mut token = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut token);
+        let token = hex::encode(token);
+        let key_id = uuid::Uuid::new_v4().to_string();
+        let start = match header.start {
+            Some(Start::StartIndex(i)) => StartAt::Index(i),
+            _ => StartAt::Now,
+        };
+        let start_index = self
+            .state
+            .store
+            .insert_key(&NewKey {
+                key_id: key_id.clone(),
+                param_set: self.state.params.name,
+                kbar: header.kbar,
+                start,
+                token_hash: Sha256::digest(token.as_bytes()).into(),
+                key: &key,
+            })
+            .await
+            .map_err(|e| Self::internal("storing a key", e))?;
+        self.outcome("registered");
+        tracing::info!(%key_id, bytes = key.len(), start_index, "detection key registered");
+        Ok(Response::new(RegisterDetectionKeyResponse {
+            key_id,
+            access_token: token,
+            start_index,
+        }))
+    }
+
+    async fn delete_detection_key(
+        &self,
+        request: Request<DeleteDetectionKeyRequest>,
+    ) -> Result<Response<DeleteDetectionKeyResponse>, Status> {
+        let key_id = request.get_ref().key_id.clone();
+        self.authorize(&request, &key_id).await?;
+        self.state
+            .store
+            .delete_key(&key_id)
+            .await
+            .map_err(|e| Self::internal("deleting a key", e))?;
+        tracing::info!(%key_id, "detection key deleted");
+        Ok(Response::new(DeleteDetectionKeyResponse {}))
+    }
+
+    async fn get_key_status(
+        &self,
+        request: Request<GetKeyStatusRequest>,
+    ) -> Result<Response<GetKeyStatusResponse>, Status> {
+        let key_id = request.get_ref().key_id.clone();
+        let meta = self.authorize(&request, &key_id).await?;
+        let head = self
+            .state
+            .store
+            .board_head()
+            .await
+            .map_err(|e| Self::internal("reading the board head", e))?;
+        Ok(Response::new(GetKeyStatusResponse {
+            key_id,
+            param_set: meta.param_set,
+            kbar: meta.kbar,
+            start_index: meta.start_index,
+            cursor: meta.cursor,
+            board_head: head,
+            lag: head.saturating_sub(meta.cursor),
+            key_bytes: meta.key_bytes,
+            registered_at: rfc3339_ms(meta.registered_ms),
+        }))
+    }
+
+    async fn get_params(
+        &self,
+        _: Request<GetParamsRequest>,
+    ) -> Result<Response<GetParamsResponse>, Status> {
+        let p = self.state.params;
+        Ok(Response::new(GetParamsResponse {
+            param_set: p.name.to_string(),
+            clue_bytes: p.clue_bytes() as u32,
+            max_payload_bytes: p.payload_bytes as u32,
+            max_kbar: p.max_kbar as u32,
+            max_range: p.max_range,
+            max_key_bytes: self.state.config.max_key_bytes,
+        }))
+    }
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC (no external date crate needed).
+fn rfc3339_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339_formats_known_instants() {
+        assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            super::rfc3339_ms(1_795_314_600_123),
+            "2026-11-22T02:30:00.123Z"
+        );
+    }
+}

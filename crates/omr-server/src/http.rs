@@ -1,0 +1,490 @@
+//! The HTTP API (axum): the public board, parameters, probes, metrics and the OpenAPI document.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{to_bytes, Body};
+use axum::extract::{Query, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use omr_core::{validate_payload, Clue, Message};
+use omr_store::NewMessage;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, OpenApi, ToSchema};
+
+use crate::error::{ApiError, ErrorBody};
+use crate::ingest::IngestError;
+use crate::state::AppState;
+
+/// Largest single-message body (JSON base64 of the largest clue and payload, with room).
+const SINGLE_BODY_LIMIT: usize = 16 * 1024;
+/// Most board messages one GET returns.
+const MAX_READ: u32 = 1000;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "omrd",
+        description = "Oblivious message retrieval detector: the public bulletin board."
+    ),
+    paths(post_message, post_batch, get_messages, get_params),
+    components(schemas(
+        MessageIn,
+        BatchIn,
+        Posted,
+        BatchPosted,
+        BoardPage,
+        BoardMessage,
+        Params,
+        ErrorBody
+    ))
+)]
+struct ApiDoc;
+
+/// A message as JSON: base64 of the clue's encoding and of the payload bytes.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageIn {
+    /// Base64 (standard, padded) of the clue's binary encoding.
+    pub clue: String,
+    /// Base64 of the payload (at most `max_payload_bytes` bytes).
+    pub payload: String,
+}
+
+/// A batch of messages as JSON.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchIn {
+    pub messages: Vec<MessageIn>,
+}
+
+/// Answer to a committed post.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Posted {
+    /// The message's board index.
+    pub index: u64,
+}
+
+/// Answer to a committed batch: indices `first_index .. first_index + count`, in request order.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchPosted {
+    pub first_index: u64,
+    pub count: u64,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ReadQuery {
+    /// First index to return (default 0).
+    pub from: Option<u64>,
+    /// Most messages to return (default and maximum 1000).
+    pub limit: Option<u32>,
+}
+
+/// One board message.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BoardMessage {
+    pub index: u64,
+    /// Base64 of the clue's encoding.
+    pub clue: String,
+    /// Base64 of the payload.
+    pub payload: String,
+    /// Milliseconds since the Unix epoch when the message was committed.
+    pub received_ms: i64,
+}
+
+/// A page of the board.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BoardPage {
+    pub messages: Vec<BoardMessage>,
+    /// Where the next page starts.
+    pub next: u64,
+    /// The next index to be assigned.
+    pub head: u64,
+}
+
+/// The server's parameter set and limits.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Params {
+    pub param_set: String,
+    pub clue_bytes: usize,
+    pub max_payload_bytes: usize,
+    pub max_kbar: usize,
+    /// Most messages one digest covers.
+    pub max_range: u64,
+    pub max_key_bytes: u64,
+    pub max_batch_messages: usize,
+    pub board_head: u64,
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/messages", post(post_message).get(get_messages))
+        .route("/v1/messages/batch", post(post_batch))
+        .route("/v1/params", get(get_params))
+        .route("/livez", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// Record latency per route and status.
+async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let route = req.uri().path().to_string();
+    let route = match route.as_str() {
+        "/v1/messages" | "/v1/messages/batch" | "/v1/params" | "/livez" | "/readyz"
+        | "/metrics" | "/openapi.json" => route,
+        _ => "other".to_string(),
+    };
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    state
+        .metrics
+        .http_seconds
+        .with_label_values(&[route.as_str(), resp.status().as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    resp
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    if state.ready.load(Ordering::Acquire) && state.store.ping().await.is_ok() {
+        (StatusCode::OK, "ready").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response()
+    }
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+enum BodyKind {
+    Json,
+    Binary,
+}
+
+fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match ct.as_str() {
+        "application/json" => Ok(BodyKind::Json),
+        "application/octet-stream" => Ok(BodyKind::Binary),
+        "" => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "missing Content-Type: use application/json or application/octet-stream",
+        )),
+        other => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!("Content-Type {other} is not supported: use application/json or application/octet-stream"),
+        )),
+    }
+}
+
+/// Read the whole body, refusing more than `limit` bytes with 413.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("request body exceeds {limit} bytes"),
+        )
+    };
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        if len > limit {
+            return Err(too_large());
+        }
+    }
+    to_bytes(body, limit)
+        .await
+        .map(|b| b.to_vec())
+        .map_err(|_| too_large())
+}
+
+/// Decode and validate one JSON message against the server's parameter set.
+fn from_json(state: &AppState, m: &MessageIn) -> Result<NewMessage, ApiError> {
+    let clue = B64
+        .decode(m.clue.as_bytes())
+        .map_err(|e| ApiError::bad_request("malformed_clue", format!("clue is not base64: {e}")))?;
+    let payload = B64.decode(m.payload.as_bytes()).map_err(|e| {
+        ApiError::bad_request("malformed_payload", format!("payload is not base64: {e}"))
+    })?;
+    let decoded = Clue::from_bytes(&clue).map_err(|e| ApiError::from_omr("clue", e))?;
+    check_params(state, decoded.params().name)?;
+    validate_payload(state.params, &payload).map_err(|e| ApiError::from_omr("payload", e))?;
+    Ok(NewMessage { clue, payload })
+}
+
+/// Decode and validate one binary message (`omr_core::Message` encoding).
+fn from_binary(state: &AppState, bytes: &[u8]) -> Result<NewMessage, ApiError> {
+    let m = Message::from_bytes(bytes).map_err(|e| ApiError::from_omr("message", e))?;
+    check_params(state, m.params().name)?;
+    Ok(NewMessage {
+        clue: m.clue.to_bytes(),
+        payload: m.payload,
+    })
+}
+
+fn check_params(state: &AppState, got: &str) -> Result<(), ApiError> {
+    if got != state.params.name {
+        return Err(ApiError::bad_request(
+            "param_set_mismatch",
+            format!(
+                "clue uses parameter set {got}; this server runs {}",
+                state.params.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn reject(state: &AppState, err: ApiError) -> ApiError {
+    state
+        .metrics
+        .messages_rejected
+        .with_label_values(&[err.code])
+        .inc();
+    err
+}
+
+async fn commit(state: &AppState, messages: Vec<NewMessage>, route: &str) -> Result<u64, ApiError> {
+    let count = messages.len() as u64;
+    let bytes: usize = messages
+        .iter()
+        .map(|m| m.clue.len() + m.payload.len())
+        .sum();
+    let first = state.ingestor.submit(messages).await.map_err(|e| match e {
+        IngestError::Closed => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the server is shutting down; nothing was stored, retry",
+        ),
+        IngestError::Store(e) => ApiError::internal("appending to the board", e),
+    })?;
+    state
+        .metrics
+        .messages_accepted
+        .with_label_values(&[route])
+        .inc_by(count);
+    state.metrics.message_bytes.inc_by(bytes as u64);
+    Ok(first)
+}
+
+/// Post one message. Answers only after the message is durably committed.
+#[utoipa::path(
+    post, path = "/v1/messages",
+    request_body(content = MessageIn, description = "JSON, or application/octet-stream with the omr-core Message encoding"),
+    responses(
+        (status = 201, body = Posted, description = "Committed"),
+        (status = 400, body = ErrorBody, description = "Malformed clue, payload or JSON; wrong parameter set"),
+        (status = 413, body = ErrorBody, description = "Body or payload too large"),
+        (status = 415, body = ErrorBody, description = "Unsupported Content-Type"),
+    )
+)]
+async fn post_message(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let kind = body_kind(&headers)?;
+        let bytes = read_body(&headers, body, SINGLE_BODY_LIMIT).await?;
+        let message = match kind {
+            BodyKind::Json => {
+                let m: MessageIn = serde_json::from_slice(&bytes)
+                    .map_err(|e| ApiError::bad_request("malformed_json", e.to_string()))?;
+                from_json(&state, &m)?
+            }
+            BodyKind::Binary => from_binary(&state, &bytes)?,
+        };
+        commit(&state, vec![message], "single").await
+    }
+    .await;
+    match result {
+        Ok(index) => (StatusCode::CREATED, Json(Posted { index })).into_response(),
+        Err(e) => reject(&state, e).into_response(),
+    }
+}
+
+/// Post several messages in one transaction (all or nothing). The binary form is a sequence of
+/// (u32 little-endian length, Message encoding).
+#[utoipa::path(
+    post, path = "/v1/messages/batch",
+    request_body(content = BatchIn),
+    responses(
+        (status = 201, body = BatchPosted, description = "All committed, in request order"),
+        (status = 400, body = ErrorBody, description = "A message is malformed: nothing stored"),
+        (status = 413, body = ErrorBody, description = "Too many messages or too large"),
+        (status = 415, body = ErrorBody, description = "Unsupported Content-Type"),
+    )
+)]
+async fn post_batch(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let result = async {
+        let kind = body_kind(&headers)?;
+        let max = state.config.max_batch_messages;
+        let bytes = read_body(&headers, body, max * SINGLE_BODY_LIMIT).await?;
+        let too_many = |n: usize| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "batch_too_large",
+                format!("{n} messages in one batch; the limit is {max}"),
+            )
+        };
+        let messages = match kind {
+            BodyKind::Json => {
+                let b: BatchIn = serde_json::from_slice(&bytes)
+                    .map_err(|e| ApiError::bad_request("malformed_json", e.to_string()))?;
+                if b.messages.len() > max {
+                    return Err(too_many(b.messages.len()));
+                }
+                b.messages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| from_json(&state, m).map_err(|e| at(i, e)))
+                    .collect::<Result<Vec<_>, _>>()?
+            }
+            BodyKind::Binary => {
+                let mut out = Vec::new();
+                let mut rest = &bytes[..];
+                while !rest.is_empty() {
+                    if out.len() == max {
+                        return Err(too_many(max + 1));
+                    }
+                    let i = out.len();
+                    if rest.len() < 4 {
+                        return Err(at(
+                            i,
+                            ApiError::bad_request("malformed_message", "truncated length prefix"),
+                        ));
+                    }
+                    let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+                    if rest.len() - 4 < len {
+                        return Err(at(
+                            i,
+                            ApiError::bad_request("malformed_message", "truncated message"),
+                        ));
+                    }
+                    out.push(from_binary(&state, &rest[4..4 + len]).map_err(|e| at(i, e))?);
+                    rest = &rest[4 + len..];
+                }
+                out
+            }
+        };
+        if messages.is_empty() {
+            return Err(ApiError::bad_request(
+                "empty_batch",
+                "the batch holds no messages",
+            ));
+        }
+        let count = messages.len() as u64;
+        let first = commit(&state, messages, "batch").await?;
+        Ok((first, count))
+    }
+    .await;
+    match result {
+        Ok((first_index, count)) => (
+            StatusCode::CREATED,
+            Json(BatchPosted { first_index, count }),
+        )
+            .into_response(),
+        Err(e) => reject(&state, e).into_response(),
+    }
+}
+
+/// Prefix an error with the position of the offending message in a batch.
+fn at(i: usize, mut e: ApiError) -> ApiError {
+    e.message = format!("message {i}: {}", e.message);
+    e
+}
+
+/// Read the public board.
+#[utoipa::path(
+    get, path = "/v1/messages", params(ReadQuery),
+    responses((status = 200, body = BoardPage), (status = 400, body = ErrorBody))
+)]
+async fn get_messages(
+    State(state): State<Arc<AppState>>,
+    query: Result<Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<BoardPage>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request("malformed_query", e.body_text()))?;
+    let from = q.from.unwrap_or(0);
+    let limit = q.limit.unwrap_or(MAX_READ);
+    if limit == 0 || limit > MAX_READ {
+        return Err(ApiError::bad_request(
+            "malformed_query",
+            format!("limit must be 1..={MAX_READ}"),
+        ));
+    }
+    let head = state
+        .store
+        .board_head()
+        .await
+        .map_err(|e| ApiError::internal("reading the board head", e))?;
+    let rows = state
+        .store
+        .read(from, limit)
+        .await
+        .map_err(|e| ApiError::internal("reading the board", e))?;
+    let next = rows.last().map(|m| m.index + 1).unwrap_or(from);
+    Ok(Json(BoardPage {
+        messages: rows
+            .into_iter()
+            .map(|m| BoardMessage {
+                index: m.index,
+                clue: B64.encode(&m.clue),
+                payload: B64.encode(&m.payload),
+                received_ms: m.received_ms,
+            })
+            .collect(),
+        next,
+        head,
+    }))
+}
+
+/// The parameter set and limits of this server.
+#[utoipa::path(get, path = "/v1/params", responses((status = 200, body = Params)))]
+async fn get_params(State(state): State<Arc<AppState>>) -> Result<Json<Params>, ApiError> {
+    let p = state.params;
+    let head = state
+        .store
+        .board_head()
+        .await
+        .map_err(|e| ApiError::internal("reading the board head", e))?;
+    Ok(Json(Params {
+        param_set: p.name.to_string(),
+        clue_bytes: p.clue_bytes(),
+        max_payload_bytes: p.payload_bytes,
+        max_kbar: p.max_kbar,
+        max_range: p.max_range,
+        max_key_bytes: state.config.max_key_bytes,
+        max_batch_messages: state.config.max_batch_messages,
+        board_head: head,
+    }))
+}

@@ -1,0 +1,15 @@
+//! omrd as a library: configuration, telemetry, the HTTP board (axum), the gRPC key registry
+//! (tonic), group commit, metrics and ordered shutdown. `bin/omrd.rs` is a thin `main`.
+
+pub mod app;
+pub mod config;
+pub mod error;
+pub mod grpc;
+pub mod http;
+pub mod ingest;
+pub mod metrics;
+pub mod state;
+pub mod telemetry;
+
+pub use app::Application;
+pub use config::{Config, LogFormat};

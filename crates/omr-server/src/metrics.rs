@@ -1,0 +1,118 @@
+//! Prometheus metrics, served as text at `/metrics`.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+/// Every metric omrd exports.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// Messages accepted, by route (`single`, `batch`).
+    pub messages_accepted: IntCounterVec,
+    /// Requests refused, by error code.
+    pub messages_rejected: IntCounterVec,
+    /// Clue + payload bytes accepted.
+    pub message_bytes: IntCounter,
+    /// Time from starting a group-commit transaction to its commit.
+    pub commit_seconds: Histogram,
+    /// Messages per group-commit transaction.
+    pub commit_messages: Histogram,
+    /// Board head after the last commit.
+    pub board_head: IntGauge,
+    /// Key registrations, by outcome.
+    pub registrations: IntCounterVec,
+    /// HTTP request latency by route.
+    pub http_seconds: HistogramVec,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new_custom(Some("omr".into()), None).expect("valid prefix");
+        let messages_accepted = IntCounterVec::new(
+            Opts::new("messages_accepted_total", "Messages appended to the board"),
+            &["route"],
+        )
+        .expect("metric");
+        let messages_rejected = IntCounterVec::new(
+            Opts::new(
+                "messages_rejected_total",
+                "Message submissions refused, by error code",
+            ),
+            &["code"],
+        )
+        .expect("metric");
+        let message_bytes =
+            IntCounter::new("message_bytes_total", "Clue and payload bytes accepted")
+                .expect("metric");
+        let commit_seconds = Histogram::with_opts(
+            HistogramOpts::new("commit_seconds", "Board group-commit transaction latency").buckets(
+                vec![
+                    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0,
+                ],
+            ),
+        )
+        .expect("metric");
+        let commit_messages = Histogram::with_opts(
+            HistogramOpts::new("commit_messages", "Messages per group-commit transaction")
+                .buckets(prometheus::exponential_buckets(1.0, 2.0, 13).expect("buckets")),
+        )
+        .expect("metric");
+        let board_head =
+            IntGauge::new("board_head", "Next board index to be assigned").expect("metric");
+        let registrations = IntCounterVec::new(
+            Opts::new(
+                "key_registrations_total",
+                "Detection-key registrations, by outcome",
+            ),
+            &["outcome"],
+        )
+        .expect("metric");
+        let http_seconds = HistogramVec::new(
+            HistogramOpts::new("http_request_seconds", "HTTP request latency").buckets(vec![
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+            ]),
+            &["route", "status"],
+        )
+        .expect("metric");
+        for m in [
+            Box::new(messages_accepted.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(messages_rejected.clone()),
+            Box::new(message_bytes.clone()),
+            Box::new(commit_seconds.clone()),
+            Box::new(commit_messages.clone()),
+            Box::new(board_head.clone()),
+            Box::new(registrations.clone()),
+            Box::new(http_seconds.clone()),
+        ] {
+            registry.register(m).expect("unique metric names");
+        }
+        Metrics {
+            registry,
+            messages_accepted,
+            messages_rejected,
+            message_bytes,
+            commit_seconds,
+            commit_messages,
+            board_head,
+            registrations,
+            http_seconds,
+        }
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("text encoding");
+        String::from_utf8(buf).expect("prometheus text is UTF-8")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,145 @@
+//! The `omrd` binary itself: --help, refusing the insecure set, serving on port 0 with the
+//! address file, and a clean exit on SIGTERM.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
+
+#[test]
+fn help_explains_configuration() {
+    let out = Command::new(OMRD).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "OMR_DATABASE_URL",
+        "--data-dir",
+        "--http-addr",
+        "omrd.addr",
+        "--allow-insecure-params",
+    ] {
+        assert!(
+            text.contains(needle),
+            "--help does not mention {needle}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn refuses_the_insecure_set_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(OMRD)
+        .args([
+            "--param-set",
+            "insecure-test",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env_remove("OMR_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("insecure") && err.contains("--allow-insecure-params"),
+        "{err}"
+    );
+    let out = Command::new(OMRD)
+        .args(["--param-set", "omr-v9"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("omr-v9"));
+}
+
+#[test]
+fn serves_on_ephemeral_ports_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(OMRD)
+        .args([
+            "--http-addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env_remove("OMR_DATABASE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr_file = dir.path().join("omrd.addr");
+    let started = Instant::now();
+    while !addr_file.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no address file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let addr: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&addr_file).unwrap()).unwrap();
+    let http = addr["http"].as_str().unwrap().to_string();
+    // A plain HTTP/1.1 request over a socket: /livez answers.
+    let mut ok = false;
+    for _ in 0..100 {
+        if let Ok(mut s) = std::net::TcpStream::connect(&http) {
+            use std::io::{Read, Write};
+            s.write_all(b"GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut resp = String::new();
+            s.read_to_string(&mut resp).unwrap();
+            ok = resp.starts_with("HTTP/1.1 200");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ok, "livez did not answer 200");
+    assert!(
+        dir.path().join("omr.sqlite3").exists(),
+        "embedded store not created"
+    );
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "omrd did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut logs = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    assert!(exit.success(), "exit {exit:?}; logs:\n{logs}");
+    assert!(
+        logs.contains("SIGTERM received") && logs.contains("omrd stopped"),
+        "{logs}"
+    );
+    // JSON logs: every line parses.
+    for line in logs.lines().filter(|l| !l.trim().is_empty()) {
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    }
+}
