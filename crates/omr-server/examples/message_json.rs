@@ -8,7 +8,9 @@ use base64::Engine;
 use rand::RngCore;
 
 fn main() {
-    let name = std::env::args().nth(1).unwrap_or_else(|| "omr-v1".to_string());
+    let name = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "omr-v1".to_string());
     let params = omr_core::ParamSet::by_name(&name).expect("known parameter set");
     let keys = omr_core::keygen(params, 1).expect("keygen");
     let mut payload = vec![0u8; params.payload_bytes];

@@ -13,7 +13,9 @@ use omr_proto::v1::{RegisterDetectionKeyRequest, RegistrationHeader};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let url = args.next().unwrap_or_else(|| "http://127.0.0.1:50051".to_string());
+    let url = args
+        .next()
+        .unwrap_or_else(|| "http://127.0.0.1:50051".to_string());
     let params = omr_core::ParamSet::by_name(&args.next().unwrap_or_else(|| "omr-v1".into()))?;
     let kbar: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(50);
     let key = omr_core::keygen(params, kbar)?.detection_key.to_bytes();
@@ -25,10 +27,17 @@ async fn main() -> anyhow::Result<()> {
             start: Some(Start::FromNow(true)),
         })),
     }];
-    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest { part: Some(Part::Chunk(c.to_vec())) }));
-    let mut client = DetectorClient::connect(url).await?.max_encoding_message_size(8 << 20);
+    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest {
+        part: Some(Part::Chunk(c.to_vec())),
+    }));
+    let mut client = DetectorClient::connect(url)
+        .await?
+        .max_encoding_message_size(8 << 20);
     let started = Instant::now();
-    let r = client.register_detection_key(tokio_stream::iter(msgs)).await?.into_inner();
+    let r = client
+        .register_detection_key(tokio_stream::iter(msgs))
+        .await?
+        .into_inner();
     println!(
         "{{\"key_bytes\": {}, \"upload_ms\": {:.0}, \"key_id\": \"{}\"}}",
         key.len(),
