@@ -68,6 +68,23 @@ impl Default for Config {
     }
 }
 
+/// Every configuration key (the fields of [`Config`]).
+pub const KEYS: &[&str] = &[
+    "http_addr",
+    "grpc_addr",
+    "data_dir",
+    "database_url",
+    "param_set",
+    "allow_insecure_params",
+    "log_format",
+    "max_key_bytes",
+    "key_upload_timeout_secs",
+    "max_concurrent_uploads",
+    "max_batch_messages",
+    "max_commit_messages",
+    "shutdown_timeout_secs",
+];
+
 impl Config {
     /// Defaults, then `file` (if given; it must exist), then `OMR_*` variables.
     pub fn load(file: Option<&Path>) -> Result<Config, Box<figment::Error>> {
@@ -81,11 +98,53 @@ impl Config {
             }
             fig = fig.merge(Toml::file(f));
         }
-        Ok(fig.merge(Env::prefixed("OMR_")).extract()?)
+        // Only the variables that name a config key: other OMR_* variables (test settings,
+        // other tools) are not omrd's business.
+        Ok(fig.merge(Env::prefixed("OMR_").only(KEYS)).extract()?)
     }
 
     /// The address file scripts read to find the bound ports.
     pub fn addr_file(&self) -> PathBuf {
         self.data_dir.join("omrd.addr")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_list_every_field() {
+        let mut v = serde_json::to_value(Config::default()).unwrap();
+        v["database_url"] = serde_json::json!("x");
+        let mut fields: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        fields.sort();
+        let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();
+        keys.sort();
+        assert_eq!(fields, keys);
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API returns its own large error
+    fn file_then_environment_override_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "omrd.toml",
+                "http_addr = \"127.0.0.1:9000\"\nmax_batch_messages = 7\n",
+            )?;
+            jail.set_env("OMR_MAX_BATCH_MESSAGES", "9");
+            jail.set_env("OMR_TEST_SOMETHING_ELSE", "ignored");
+            let c = Config::load(Some(Path::new("omrd.toml"))).map_err(|e| e.to_string())?;
+            assert_eq!(c.http_addr.port(), 9000);
+            assert_eq!(c.max_batch_messages, 9);
+            assert_eq!(c.grpc_addr, Config::default().grpc_addr);
+            jail.create_file("bad.toml", "htp_addr = 1\n")?;
+            assert!(
+                Config::load(Some(Path::new("bad.toml"))).is_err(),
+                "typo in a file key accepted"
+            );
+            assert!(Config::load(Some(Path::new("missing.toml"))).is_err());
+            Ok(())
+        });
     }
 }
