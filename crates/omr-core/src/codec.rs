@@ -23,6 +23,7 @@ pub enum Kind {
     Digest = 5,
     Message = 6,
     Accumulator = 7,
+    DigestKey = 8,
 }
 
 impl Kind {
@@ -35,6 +36,7 @@ impl Kind {
             Kind::Digest => "digest",
             Kind::Message => "message",
             Kind::Accumulator => "accumulator",
+            Kind::DigestKey => "digest key",
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::detect::Pertinency;
 use crate::error::OmrError;
 use crate::keys::DetectionKey;
 use crate::params::{ParamSet, PRIME_P};
-use crate::prime::{self, KsScratch};
+use crate::prime::{self, KsScratch, Ntt, PrimeKeyswitchKey, SeededPrimeKeyswitchKey};
 
 /// Slots per index bucket: counter, two index digits, check value.
 pub(crate) const BUCKET_SLOTS: usize = 4;
@@ -407,8 +407,53 @@ impl DetectionKey {
         Ok(())
     }
 
-    /// Turn an accumulator into the digest the recipient downloads: back to coefficients,
-    /// keyswitch to the k = 1 level-2 key, switch to 2^digest_modulus_log.
+    /// Turn an accumulator into the digest the recipient downloads (see [`DigestKey::digest`]).
+    pub fn digest(&self, acc: &Accumulator) -> Result<Digest, OmrError> {
+        self.digest_key.digest(acc)
+    }
+}
+
+/// What turning accumulators into digests needs: the down keyswitching key (k3 → 1). Small
+/// (≈ 100 KB encoded for omr-v1) so an API server can hold it without the detection key.
+#[derive(Debug)]
+pub struct DigestKey {
+    pub(crate) params: &'static ParamSet,
+    pub(crate) kbar: usize,
+    pub(crate) seeded: SeededPrimeKeyswitchKey,
+    pub(crate) down: PrimeKeyswitchKey,
+    pub(crate) ntt: Ntt,
+}
+
+/// Limit when decoding a digest key.
+pub const DIGEST_KEY_LIMIT: usize = 1024 * 1024;
+
+impl DigestKey {
+    pub(crate) fn new(
+        params: &'static ParamSet,
+        kbar: usize,
+        seeded: SeededPrimeKeyswitchKey,
+    ) -> Self {
+        let ntt = Ntt::new(params.n2);
+        let down = seeded.expand(&ntt);
+        DigestKey {
+            params,
+            kbar,
+            seeded,
+            down,
+            ntt,
+        }
+    }
+
+    pub fn params(&self) -> &'static ParamSet {
+        self.params
+    }
+
+    pub fn kbar(&self) -> usize {
+        self.kbar
+    }
+
+    /// Back to coefficients, keyswitch to the k = 1 level-2 key, switch to
+    /// 2^digest_modulus_log.
     pub fn digest(&self, acc: &Accumulator) -> Result<Digest, OmrError> {
         if acc.params != self.params || acc.kbar != self.kbar {
             return Err(OmrError::NotAdjacent(
@@ -422,7 +467,7 @@ impl DetectionKey {
         let mut scratch = KsScratch::default();
         let mut coeff = vec![0u64; parts * n];
         let mut down = vec![0u64; 2 * n];
-        let mut glwes = Vec::with_capacity(self.layout.total_polys() * 2 * n);
+        let mut glwes = Vec::with_capacity(acc.data.len() / parts * 2);
         for chunk in acc.data.chunks_exact(parts * n) {
             coeff.copy_from_slice(chunk);
             for poly in coeff.chunks_exact_mut(n) {
@@ -442,5 +487,22 @@ impl DetectionKey {
             end: acc.end,
             glwes,
         })
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_header(&mut out, Kind::DigestKey, self.params);
+        out.extend_from_slice(&(self.kbar as u32).to_le_bytes());
+        crate::keys::write_prime(&mut out, &self.seeded);
+        out
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, OmrError> {
+        let (mut r, p) = Reader::open(bytes, Kind::DigestKey, DIGEST_KEY_LIMIT)?;
+        let kbar = r.kbar(p)?;
+        let seeded =
+            crate::keys::read_prime(&mut r, p.k3, 1, p.down_base_log, p.down_levels, p.n2)?;
+        r.finish()?;
+        Ok(DigestKey::new(p, kbar, seeded))
     }
 }

@@ -7,7 +7,7 @@ use tfhe::core_crypto::commons::math::random::{CompressionSeed, Seed};
 use tfhe::core_crypto::prelude::*;
 
 use crate::codec::{pack_bits, write_header, Kind, Reader};
-use crate::digest::Layout;
+use crate::digest::{DigestKey, Layout};
 use crate::error::OmrError;
 use crate::params::ParamSet;
 use crate::prime::{Decomposer, Ntt, PrimeGlweKey, PrimeKeyswitchKey, SeededPrimeKeyswitchKey};
@@ -121,7 +121,7 @@ pub struct DetectionKey {
     pub(crate) bsk2: FourierLweBootstrapKeyOwned,
     pub(crate) up: PrimeKeyswitchKey,
     pub(crate) trace: Vec<PrimeKeyswitchKey>,
-    pub(crate) down: PrimeKeyswitchKey,
+    pub(crate) digest_key: DigestKey,
     pub(crate) ntt: Ntt,
 }
 
@@ -519,14 +519,14 @@ fn read_native(
     })
 }
 
-fn write_prime(out: &mut Vec<u8>, k: &SeededPrimeKeyswitchKey) {
+pub(crate) fn write_prime(out: &mut Vec<u8>, k: &SeededPrimeKeyswitchKey) {
     out.extend_from_slice(&k.seed);
     for b in &k.bodies {
         out.extend_from_slice(&b.to_le_bytes());
     }
 }
 
-fn read_prime(
+pub(crate) fn read_prime(
     r: &mut Reader<'_>,
     k_in: usize,
     k_out: usize,
@@ -552,6 +552,11 @@ fn read_prime(
 impl CompressedDetectionKey {
     pub fn params(&self) -> &'static ParamSet {
         self.params
+    }
+
+    /// The part of this key that turns accumulators into digests.
+    pub fn digest_key(&self) -> DigestKey {
+        DigestKey::new(self.params, self.kbar, self.down.clone())
     }
 
     pub fn kbar(&self) -> usize {
@@ -653,7 +658,6 @@ impl CompressedDetectionKey {
         let ntt = Ntt::new(p.n2);
         let up = self.up.expand(&ntt);
         let trace = self.trace.iter().map(|t| t.expand(&ntt)).collect();
-        let down = self.down.expand(&ntt);
         DetectionKey {
             params: p,
             kbar: self.kbar,
@@ -664,7 +668,7 @@ impl CompressedDetectionKey {
             bsk2,
             up,
             trace,
-            down,
+            digest_key: self.digest_key(),
             ntt,
         }
     }
@@ -686,7 +690,7 @@ impl DetectionKey {
             + self.bsk2.as_view().data().len() * c64
             + self.ksk.as_ref().len() * 8
             + (self.up.rows.len()
-                + self.down.rows.len()
+                + self.digest_key.down.rows.len()
                 + self.trace.iter().map(|t| t.rows.len()).sum::<usize>())
                 * 8
     }

@@ -26,7 +26,7 @@ pub mod security;
 pub use clue::Clue;
 pub use decode::Retrieved;
 pub use detect::{Pertinency, StageTimes};
-pub use digest::{validate_payload, Accumulator, Digest, FoldScratch, Layout};
+pub use digest::{validate_payload, Accumulator, Digest, DigestKey, FoldScratch, Layout};
 pub use error::OmrError;
 pub use keys::{keygen, ClueKey, CompressedDetectionKey, DetectionKey, KeySet, SecretKey};
 pub use message::Message;

@@ -77,8 +77,13 @@ impl Application {
             .with_context(|| format!("binding gRPC on {}", config.grpc_addr))?;
         let metrics = Metrics::new();
         metrics.board_head.set(store.board_head().await? as i64);
-        let (ingestor, writer) =
-            Ingestor::start(store.clone(), metrics.clone(), config.max_commit_messages);
+        let board_notify = Arc::new(tokio::sync::Notify::new());
+        let (ingestor, writer) = Ingestor::start(
+            store.clone(),
+            metrics.clone(),
+            config.max_commit_messages,
+            board_notify.clone(),
+        );
         let state = Arc::new(AppState {
             config,
             params,
@@ -86,6 +91,9 @@ impl Application {
             ingestor,
             metrics,
             ready: AtomicBool::new(false),
+            board_notify,
+            digest_keys: Default::default(),
+            digests: Default::default(),
         });
         let app = Application {
             state,
@@ -166,6 +174,8 @@ impl Application {
                 .await
         });
 
+        let worker = (state.config.role == crate::config::Role::Both)
+            .then(|| tokio::spawn(crate::worker::run(state.clone(), cancel.clone())));
         state.ready.store(true, Ordering::Release);
         tracing::info!(%http_addr, %grpc_addr, addr_file = %state.config.addr_file().display(), "omrd listening");
 
@@ -192,6 +202,14 @@ impl Application {
                 }
             }
             Err(_) => tracing::warn!("servers did not stop within {} s", deadline.as_secs()),
+        }
+        if let Some(w) = worker {
+            if tokio::time::timeout(deadline, w).await.is_err() {
+                tracing::warn!(
+                    "detection worker did not stop within {} s",
+                    deadline.as_secs()
+                );
+            }
         }
         // The routers are gone: drop the last submitter so the writer commits what is queued
         // and exits.

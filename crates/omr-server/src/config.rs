@@ -46,6 +46,26 @@ pub struct Config {
     pub max_commit_messages: usize,
     /// Seconds to wait for in-flight work at shutdown.
     pub shutdown_timeout_secs: u64,
+    /// `both` (default): serve the API and run detection; `api`: no detection worker.
+    pub role: Role,
+    /// Detection threads (0: one per core).
+    pub worker_threads: usize,
+    /// Messages detected per key per batch (one transaction each).
+    pub detect_batch: usize,
+    /// Board indices per accumulator epoch (at most the parameter set's range M).
+    pub epoch_len: u64,
+    /// Expanded detection keys kept in memory (each ≈ 362 MB for omr-v1).
+    pub max_cached_keys: usize,
+    /// Safety-net poll for new messages, in milliseconds.
+    pub poll_interval_ms: u64,
+}
+
+/// What this process does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Both,
+    Api,
 }
 
 impl Default for Config {
@@ -64,6 +84,12 @@ impl Default for Config {
             max_batch_messages: 1000,
             max_commit_messages: 4096,
             shutdown_timeout_secs: 30,
+            role: Role::Both,
+            worker_threads: 0,
+            detect_batch: 8,
+            epoch_len: 4096,
+            max_cached_keys: 4,
+            poll_interval_ms: 1000,
         }
     }
 }
@@ -83,6 +109,12 @@ pub const KEYS: &[&str] = &[
     "max_batch_messages",
     "max_commit_messages",
     "shutdown_timeout_secs",
+    "role",
+    "worker_threads",
+    "detect_batch",
+    "epoch_len",
+    "max_cached_keys",
+    "poll_interval_ms",
 ];
 
 impl Config {

@@ -13,9 +13,6 @@ use omr_proto::v1::{
     RegisterDetectionKeyResponse, RegistrationHeader,
 };
 use omr_store::{KeyMeta, NewKey, StartAt};
-use rand::RngCore;
-use sha2::{Digest as _, Sha256};
-use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
@@ -140,8 +137,7 @@ impl DetectorService {
             .ok_or_else(|| Status::unauthenticated("missing authorization: Bearer <token>"))?
             .to_str()
             .map_err(|_| Status::unauthenticated("authorization metadata is not text"))?;
-        let token = token
-            .strip_prefix("Bearer ")
+        let token = crate::auth::bearer(token)
             .ok_or_else(|| Status::unauthenticated("authorization must be 'Bearer <token>'"))?;
         let meta = self
             .state
@@ -150,8 +146,7 @@ impl DetectorService {
             .await
             .map_err(|e| Self::internal("loading a key", e))?
             .ok_or_else(|| Status::not_found(format!("no detection key {key_id}")))?;
-        let hash = Sha256::digest(token.trim().as_bytes());
-        if !bool::from(hash.as_slice().ct_eq(&meta.token_hash)) {
+        if !crate::auth::token_matches(token, &meta.token_hash) {
             return Err(Status::permission_denied(
                 "the token does not belong to this key",
             ));
@@ -190,12 +185,12 @@ impl Detector for DetectorService {
         let limit = self.state.config.max_key_bytes as usize;
         let (key, decoded) = tokio::task::spawn_blocking(move || {
             let r = CompressedDetectionKey::from_bytes_with_limit(&key, limit)
-                .map(|k| (k.params().name, k.kbar()));
+                .map(|k| (k.params().name, k.kbar(), k.digest_key().to_bytes()));
             (key, r)
         })
         .await
         .map_err(|e| Self::internal("decoding a key", e))?;
-        let (param_set, kbar) = decoded.map_err(|e| {
+        let (param_set, kbar, digest_key) = decoded.map_err(|e| {
             self.outcome("invalid");
             Status::invalid_argument(format!("the detection key does not decode: {e}"))
         })?;
@@ -206,9 +201,7 @@ impl Detector for DetectorService {
                 header.param_set, header.kbar
             )));
         }
-        let mut token = [0u8; 32];
-        rand::rngs::OsRng.fill_bytes(&mut token);
-        let token = hex::encode(token);
+        let (token, token_hash) = crate::auth::new_token();
         let key_id = uuid::Uuid::new_v4().to_string();
         let start = match header.start {
             Some(Start::StartIndex(i)) => StartAt::Index(i),
@@ -222,8 +215,9 @@ impl Detector for DetectorService {
                 param_set: self.state.params.name,
                 kbar: header.kbar,
                 start,
-                token_hash: Sha256::digest(token.as_bytes()).into(),
+                token_hash,
                 key: &key,
+                digest_key: &digest_key,
             })
             .await
             .map_err(|e| Self::internal("storing a key", e))?;

@@ -33,7 +33,13 @@ const MAX_READ: u32 = 1000;
         title = "omrd",
         description = "Oblivious message retrieval detector: the public bulletin board."
     ),
-    paths(post_message, post_batch, get_messages, get_params),
+    paths(
+        post_message,
+        post_batch,
+        get_messages,
+        get_params,
+        crate::digests::get_digest
+    ),
     components(schemas(
         MessageIn,
         BatchIn,
@@ -127,6 +133,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/messages", post(post_message).get(get_messages))
         .route("/v1/messages/batch", post(post_batch))
         .route("/v1/params", get(get_params))
+        .route("/v1/digests/{key_id}", get(crate::digests::get_digest))
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -141,6 +148,7 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
     let route = match route.as_str() {
         "/v1/messages" | "/v1/messages/batch" | "/v1/params" | "/livez" | "/readyz"
         | "/metrics" | "/openapi.json" => route,
+        r if r.starts_with("/v1/digests/") => "/v1/digests".to_string(),
         _ => "other".to_string(),
     };
     let started = Instant::now();

@@ -2,10 +2,11 @@
 //! waiting in one transaction and answers each submitter with its indices only after the commit.
 //! Durability (fsync per commit) then costs one flush per group, not per message.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use omr_store::{NewMessage, Store, StoreError};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 
 use crate::metrics::Metrics;
@@ -39,9 +40,10 @@ impl Ingestor {
         store: Store,
         metrics: Metrics,
         max_commit_messages: usize,
+        notify: Arc<Notify>,
     ) -> (Ingestor, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel::<Job>(4096);
-        let handle = tokio::spawn(writer(store, metrics, rx, max_commit_messages));
+        let handle = tokio::spawn(writer(store, metrics, rx, max_commit_messages, notify));
         (Ingestor { tx }, handle)
     }
 
@@ -60,7 +62,13 @@ impl Ingestor {
     }
 }
 
-async fn writer(store: Store, metrics: Metrics, mut rx: mpsc::Receiver<Job>, max: usize) {
+async fn writer(
+    store: Store,
+    metrics: Metrics,
+    mut rx: mpsc::Receiver<Job>,
+    max: usize,
+    notify: Arc<Notify>,
+) {
     let mut jobs: Vec<Job> = Vec::new();
     while let Some(job) = rx.recv().await {
         jobs.push(job);
@@ -75,6 +83,8 @@ async fn writer(store: Store, metrics: Metrics, mut rx: mpsc::Receiver<Job>, max
             }
         }
         commit(&store, &metrics, &mut jobs).await;
+        // A stored permit if the worker is busy: it looks again when it is done.
+        notify.notify_one();
     }
     tracing::debug!("group-commit writer stopped");
 }

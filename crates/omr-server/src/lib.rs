@@ -2,7 +2,9 @@
 //! (tonic), group commit, metrics and ordered shutdown. `bin/omrd.rs` is a thin `main`.
 
 pub mod app;
+pub mod auth;
 pub mod config;
+pub mod digests;
 pub mod error;
 pub mod grpc;
 pub mod http;
@@ -10,6 +12,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod state;
 pub mod telemetry;
+pub mod worker;
 
 pub use app::Application;
-pub use config::{Config, LogFormat};
+pub use config::{Config, LogFormat, Role};

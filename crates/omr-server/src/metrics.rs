@@ -25,6 +25,17 @@ pub struct Metrics {
     pub registrations: IntCounterVec,
     /// HTTP request latency by route.
     pub http_seconds: HistogramVec,
+    /// Messages detected and folded (summed over keys).
+    pub detections: IntCounter,
+    /// Wall time of one detection batch (detect + fold) for one key.
+    pub detect_batch_seconds: Histogram,
+    /// Largest lag (messages behind the board head) over the keys this worker serves.
+    pub max_lag: IntGauge,
+    /// Keys registered.
+    pub active_keys: IntGauge,
+    /// Digest requests by outcome, and bytes served.
+    pub digest_requests: IntCounterVec,
+    pub digest_bytes: IntCounter,
 }
 
 impl Metrics {
@@ -76,6 +87,39 @@ impl Metrics {
             &["route", "status"],
         )
         .expect("metric");
+        let detections = IntCounter::new(
+            "detections_total",
+            "Messages detected and folded, over all keys",
+        )
+        .expect("metric");
+        let detect_batch_seconds = Histogram::with_opts(
+            HistogramOpts::new("detect_batch_seconds", "Detection batch latency (one key)")
+                .buckets(prometheus::exponential_buckets(0.005, 2.0, 14).expect("buckets")),
+        )
+        .expect("metric");
+        let max_lag = IntGauge::new(
+            "max_key_lag",
+            "Largest number of board messages a key is behind",
+        )
+        .expect("metric");
+        let active_keys = IntGauge::new("keys", "Registered detection keys").expect("metric");
+        let digest_requests = IntCounterVec::new(
+            Opts::new("digest_requests_total", "Digest requests, by outcome"),
+            &["outcome"],
+        )
+        .expect("metric");
+        let digest_bytes =
+            IntCounter::new("digest_bytes_total", "Digest bytes served").expect("metric");
+        for m in [
+            Box::new(detections.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(detect_batch_seconds.clone()),
+            Box::new(max_lag.clone()),
+            Box::new(active_keys.clone()),
+            Box::new(digest_requests.clone()),
+            Box::new(digest_bytes.clone()),
+        ] {
+            registry.register(m).expect("unique metric names");
+        }
         for m in [
             Box::new(messages_accepted.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(messages_rejected.clone()),
@@ -98,6 +142,12 @@ impl Metrics {
             board_head,
             registrations,
             http_seconds,
+            detections,
+            detect_batch_seconds,
+            max_lag,
+            active_keys,
+            digest_requests,
+            digest_bytes,
         }
     }
 

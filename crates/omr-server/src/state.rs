@@ -1,6 +1,11 @@
 //! State shared by the HTTP and gRPC services.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use omr_core::DigestKey;
+use tokio::sync::Notify;
 
 use omr_core::ParamSet;
 use omr_store::Store;
@@ -8,6 +13,9 @@ use omr_store::Store;
 use crate::config::Config;
 use crate::ingest::Ingestor;
 use crate::metrics::Metrics;
+
+/// (key id, range start, range end) of an encoded digest.
+pub type DigestRange = (String, u64, u64);
 
 /// Everything a request handler needs.
 #[derive(Debug)]
@@ -19,4 +27,10 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Set once migrations ran and both servers listen.
     pub ready: AtomicBool,
+    /// Signalled after every board commit (wakes the detection worker).
+    pub board_notify: Arc<Notify>,
+    /// Digest keys by key id.
+    pub digest_keys: Mutex<HashMap<String, Arc<DigestKey>>>,
+    /// Encoded digests by (key id, range start, range end): valid until the cursor moves.
+    pub digests: Mutex<HashMap<DigestRange, Arc<Vec<u8>>>>,
 }

@@ -1,0 +1,211 @@
+//! `GET /v1/digests/{key_id}?from=INDEX`: the sum of a key's stored epoch accumulators from the
+//! epoch holding `from` up to the key's cursor (at most M messages; longer ranges are paged),
+//! keyswitched and switched down for transport. Never re-runs detection; encoded digests are
+//! cached until the cursor moves.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use omr_core::{Accumulator, DigestKey};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Most cached encoded digests (each ≈ 166 KB for omr-v1, k̄ = 50).
+const DIGEST_CACHE_ENTRIES: usize = 1024;
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct DigestQuery {
+    /// First board index wanted (default: the key's start). Rounded down to an epoch start.
+    pub from: Option<u64>,
+}
+
+/// The encoded digest, with the range it covers in `omr-range-start` / `omr-range-end`, the board
+/// head and the key's lag; `omr-next-from` when more of the range is on a further page.
+#[utoipa::path(
+    get, path = "/v1/digests/{key_id}", params(("key_id" = String, Path), DigestQuery),
+    responses(
+        (status = 200, description = "application/octet-stream: the omr-core Digest encoding"),
+        (status = 401, body = crate::error::ErrorBody, description = "No Bearer token"),
+        (status = 403, body = crate::error::ErrorBody, description = "Wrong token"),
+        (status = 404, body = crate::error::ErrorBody, description = "Unknown key"),
+    )
+)]
+pub async fn get_digest(
+    State(state): State<Arc<AppState>>,
+    Path(key_id): Path<String>,
+    query: Result<Query<DigestQuery>, axum::extract::rejection::QueryRejection>,
+    headers: HeaderMap,
+) -> Response {
+    match digest(&state, &key_id, query, &headers).await {
+        Ok(r) => {
+            state
+                .metrics
+                .digest_requests
+                .with_label_values(&["ok"])
+                .inc();
+            r
+        }
+        Err(e) => {
+            state
+                .metrics
+                .digest_requests
+                .with_label_values(&[e.code])
+                .inc();
+            e.into_response()
+        }
+    }
+}
+
+async fn digest(
+    state: &Arc<AppState>,
+    key_id: &str,
+    query: Result<Query<DigestQuery>, axum::extract::rejection::QueryRejection>,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::bad_request("malformed_query", e.body_text()))?;
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::auth::bearer)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "missing Authorization: Bearer <token>",
+            )
+        })?;
+    let meta = state
+        .store
+        .key(key_id)
+        .await
+        .map_err(|e| ApiError::internal("loading a key", e))?
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "unknown_key",
+                format!("no detection key {key_id}"),
+            )
+        })?;
+    if !crate::auth::token_matches(token, &meta.token_hash) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the token does not belong to this key",
+        ));
+    }
+    let params = state.params;
+    let epoch = state.config.epoch_len.clamp(1, params.max_range);
+    let head = state
+        .store
+        .board_head()
+        .await
+        .map_err(|e| ApiError::internal("reading the board head", e))?;
+    let cursor = meta.cursor;
+    let from = q.from.unwrap_or(meta.start_index).max(meta.start_index);
+    let rows = state
+        .store
+        .accumulators_from(key_id, from, (params.max_range / epoch + 1) as u32)
+        .await
+        .map_err(|e| ApiError::internal("reading accumulators", e))?;
+
+    // Sum consecutive epochs from the first one, at most M messages.
+    let mut acc: Option<Accumulator> = None;
+    let mut next_from = None;
+    for row in &rows {
+        let a = Accumulator::from_bytes(&row.data)
+            .map_err(|e| ApiError::internal("decoding an accumulator", e))?;
+        match acc.as_mut() {
+            None => acc = Some(a),
+            Some(sum) => {
+                if a.start() != sum.end() || a.end() - sum.start() > params.max_range {
+                    next_from = Some(sum.end());
+                    break;
+                }
+                sum.merge(&a)
+                    .map_err(|e| ApiError::internal("merging accumulators", e))?;
+            }
+        }
+    }
+    let acc = match acc {
+        Some(a) => a,
+        // Nothing folded at or after `from` yet: an empty digest at the cursor.
+        None => Accumulator::new(params, meta.kbar as usize, cursor),
+    };
+    if next_from.is_none() && acc.end() < cursor {
+        next_from = Some(acc.end());
+    }
+    let cache_key = (key_id.to_string(), acc.start(), acc.end());
+    let cached = state
+        .digests
+        .lock()
+        .expect("digest cache")
+        .get(&cache_key)
+        .cloned();
+    let bytes = match cached {
+        Some(b) => b,
+        None => {
+            let dkey = digest_key(state, key_id).await?;
+            let encoded =
+                tokio::task::spawn_blocking(move || dkey.digest(&acc).map(|d| d.to_bytes()))
+                    .await
+                    .map_err(|e| ApiError::internal("encoding a digest", e))?
+                    .map_err(|e| ApiError::internal("encoding a digest", e))?;
+            let encoded = Arc::new(encoded);
+            let mut cache = state.digests.lock().expect("digest cache");
+            if cache.len() >= DIGEST_CACHE_ENTRIES {
+                cache.clear();
+            }
+            cache.insert(cache_key.clone(), encoded.clone());
+            encoded
+        }
+    };
+    state.metrics.digest_bytes.inc_by(bytes.len() as u64);
+    let mut h = HeaderMap::new();
+    let num = |v: u64| HeaderValue::from_str(&v.to_string()).expect("digits");
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert("omr-range-start", num(cache_key.1));
+    h.insert("omr-range-end", num(cache_key.2));
+    h.insert("omr-board-head", num(head));
+    h.insert("omr-lag", num(head.saturating_sub(cursor)));
+    h.insert("omr-epoch-length", num(epoch));
+    if let Some(n) = next_from {
+        h.insert("omr-next-from", num(n));
+    }
+    Ok((StatusCode::OK, h, bytes.as_ref().clone()).into_response())
+}
+
+async fn digest_key(state: &Arc<AppState>, key_id: &str) -> Result<Arc<DigestKey>, ApiError> {
+    if let Some(k) = state.digest_keys.lock().expect("digest keys").get(key_id) {
+        return Ok(k.clone());
+    }
+    let bytes = state
+        .store
+        .digest_key(key_id)
+        .await
+        .map_err(|e| ApiError::internal("loading a digest key", e))?
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "unknown_key",
+                format!("no detection key {key_id}"),
+            )
+        })?;
+    let key = Arc::new(
+        DigestKey::from_bytes(&bytes)
+            .map_err(|e| ApiError::internal("decoding a digest key", e))?,
+    );
+    let mut keys = state.digest_keys.lock().expect("digest keys");
+    if keys.len() >= 4096 {
+        keys.clear();
+    }
+    keys.insert(key_id.to_string(), key.clone());
+    Ok(key)
+}

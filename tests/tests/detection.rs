@@ -1,0 +1,250 @@
+//! Streaming detection end to end on both stores: recipients register real keys, messages are
+//! posted interleaved, the worker detects and folds them, digests are fetched over HTTP and
+//! decoded to exactly the expected (index, payload) sets, across epochs and a restart.
+
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use omr_core::{keygen, Digest, KeySet, INSECURE_TEST};
+use omr_e2e::{StoreKind, TestServer};
+use omr_proto::v1::detector_client::DetectorClient;
+use omr_proto::v1::register_detection_key_request::Part;
+use omr_proto::v1::registration_header::Start;
+use omr_proto::v1::{DeleteDetectionKeyRequest, RegisterDetectionKeyRequest, RegistrationHeader};
+use reqwest::StatusCode;
+use serde_json::json;
+
+struct Recipient {
+    keys: KeySet,
+    key_id: String,
+    token: String,
+}
+
+async fn register(s: &TestServer, keys: KeySet, start: Start) -> Recipient {
+    let key = keys.detection_key.to_bytes();
+    let mut msgs = vec![RegisterDetectionKeyRequest {
+        part: Some(Part::Header(RegistrationHeader {
+            param_set: INSECURE_TEST.name.into(),
+            kbar: keys.secret.kbar() as u32,
+            total_bytes: key.len() as u64,
+            start: Some(start),
+        })),
+    }];
+    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest {
+        part: Some(Part::Chunk(c.to_vec())),
+    }));
+    let mut c = DetectorClient::connect(s.grpc_url())
+        .await
+        .unwrap()
+        .max_encoding_message_size(8 << 20);
+    let r = c
+        .register_detection_key(tokio_stream::iter(msgs))
+        .await
+        .unwrap()
+        .into_inner();
+    Recipient {
+        keys,
+        key_id: r.key_id,
+        token: r.access_token,
+    }
+}
+
+async fn post(s: &TestServer, to: &KeySet, payload: &[u8]) -> u64 {
+    let body = json!({"clue": B64.encode(to.clue_key.make_clue().to_bytes()), "payload": B64.encode(payload)});
+    let r = reqwest::Client::new()
+        .post(s.url("/v1/messages"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    r.json::<serde_json::Value>().await.unwrap()["index"]
+        .as_u64()
+        .unwrap()
+}
+
+async fn get_digest(s: &TestServer, r: &Recipient, from: Option<u64>) -> reqwest::Response {
+    let q = from.map(|f| format!("?from={f}")).unwrap_or_default();
+    reqwest::Client::new()
+        .get(s.url(&format!("/v1/digests/{}{q}", r.key_id)))
+        .bearer_auth(&r.token)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Wait until the key's digest covers the whole board, then decode it.
+async fn decode_when_caught_up(
+    s: &TestServer,
+    r: &Recipient,
+    from: Option<u64>,
+) -> (u64, Vec<(u64, Vec<u8>)>) {
+    let started = Instant::now();
+    loop {
+        let resp = get_digest(s, r, from).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        let h = |name: &str| {
+            resp.headers()[name]
+                .to_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        };
+        let (start, end, head, lag) = (
+            h("omr-range-start"),
+            h("omr-range-end"),
+            h("omr-board-head"),
+            h("omr-lag"),
+        );
+        if lag == 0 && end == head {
+            let digest = Digest::from_bytes(&resp.bytes().await.unwrap()).unwrap();
+            assert_eq!((digest.start(), digest.end()), (start, end));
+            let got = r.keys.secret.decode(&digest).unwrap();
+            return (
+                start,
+                got.into_iter().map(|m| (m.index, m.payload)).collect(),
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "detection did not catch up (lag {lag})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn test_config(kind: &StoreKind, dir: &std::path::Path) -> omr_server::Config {
+    let mut c = TestServer::config(kind, dir.to_path_buf());
+    c.epoch_len = 8;
+    c.detect_batch = 3;
+    c.poll_interval_ms = 200;
+    c.worker_threads = 2;
+    c
+}
+
+#[tokio::test]
+async fn recipients_get_exactly_their_messages_across_epochs_and_restarts() {
+    for kind in StoreKind::all().await {
+        let dir = tempfile::tempdir().unwrap();
+        let s = TestServer::start_with(test_config(&kind, dir.path())).await;
+        let noise = keygen(&INSECURE_TEST, 4).unwrap();
+        let r1 = register(&s, keygen(&INSECURE_TEST, 4).unwrap(), Start::StartIndex(0)).await;
+        let r2 = register(&s, keygen(&INSECURE_TEST, 4).unwrap(), Start::FromNow(true)).await;
+        let mut want: [Vec<(u64, Vec<u8>)>; 3] = Default::default();
+        // First 10 messages: r1 gets 1 and 5, r2 gets 3.
+        for i in 0..10u64 {
+            let payload = format!("message {i}").into_bytes();
+            let to = match i {
+                1 | 5 => 0,
+                3 => 1,
+                _ => 9,
+            };
+            let keys = match to {
+                0 => &r1.keys,
+                1 => &r2.keys,
+                _ => &noise,
+            };
+            let idx = post(&s, keys, &payload).await;
+            assert_eq!(idx, i);
+            if to < 3 {
+                want[to].push((i, payload));
+            }
+        }
+        // r3 registers mid-board, "from now": it must see only what comes after.
+        let r3 = register(&s, keygen(&INSECURE_TEST, 4).unwrap(), Start::FromNow(true)).await;
+        for i in 10..20u64 {
+            let payload = format!("message {i}").into_bytes();
+            let to = match i {
+                12 => 0,
+                15 | 19 => 1,
+                11 | 17 => 2,
+                _ => 9,
+            };
+            let keys = match to {
+                0 => &r1.keys,
+                1 => &r2.keys,
+                2 => &r3.keys,
+                _ => &noise,
+            };
+            post(&s, keys, &payload).await;
+            if to < 3 {
+                want[to].push((i, payload));
+            }
+        }
+        for (r, w) in [&r1, &r2, &r3].iter().zip(&want) {
+            let (_, got) = decode_when_caught_up(&s, r, None).await;
+            assert_eq!(&got, w, "{}", kind.name());
+        }
+        // `from` rounds down to the epoch start (epochs of 8): from 12 covers [8, 20).
+        let (start, got) = decode_when_caught_up(&s, &r1, Some(12)).await;
+        assert_eq!(start, 8);
+        assert_eq!(got, vec![want[0][2].clone()]);
+
+        // Restart; more messages; everything exactly once.
+        let s = s.restart().await;
+        let payload = b"after restart".to_vec();
+        let idx = post(&s, &r1.keys, &payload).await;
+        want[0].push((idx, payload));
+        let (_, got) = decode_when_caught_up(&s, &r1, None).await;
+        assert_eq!(got, want[0], "{}", kind.name());
+        let metrics = reqwest::get(s.url("/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(metrics.contains("omr_detections_total"), "{metrics}");
+        s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn digests_need_the_right_token_and_deleted_keys_are_gone() {
+    for kind in StoreKind::all().await {
+        let dir = tempfile::tempdir().unwrap();
+        let s = TestServer::start_with(test_config(&kind, dir.path())).await;
+        let r = register(&s, keygen(&INSECURE_TEST, 4).unwrap(), Start::FromNow(true)).await;
+        post(&s, &r.keys, b"hello").await;
+        let url = s.url(&format!("/v1/digests/{}", r.key_id));
+        let client = reqwest::Client::new();
+        let resp = client.get(&url).send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+        let resp = client
+            .get(&url)
+            .bearer_auth("0".repeat(64))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+        let resp = client
+            .get(s.url("/v1/digests/nope"))
+            .bearer_auth(&r.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        let (_, got) = decode_when_caught_up(&s, &r, None).await;
+        assert_eq!(got, vec![(0, b"hello".to_vec())]);
+
+        let mut c = DetectorClient::connect(s.grpc_url()).await.unwrap();
+        let mut req = tonic::Request::new(DeleteDetectionKeyRequest {
+            key_id: r.key_id.clone(),
+        });
+        req.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", r.token).parse().unwrap(),
+        );
+        c.delete_detection_key(req).await.unwrap();
+        let resp = get_digest(&s, &r, None).await;
+        assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+        // The worker keeps going for nobody and the server stays healthy.
+        post(&s, &r.keys, b"after delete").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            reqwest::get(s.url("/readyz")).await.unwrap().status(),
+            StatusCode::OK
+        );
+        s.stop().await;
+    }
+}
