@@ -1,0 +1,147 @@
+//! Crash safety of detection: the real `omrd` binary is killed with SIGKILL at random moments
+//! while it detects, restarted on the same store, and in the end every recipient's digest decodes
+//! to exactly its messages: nothing lost, nothing folded twice.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use omr_core::{keygen, Digest, KeySet, INSECURE_TEST};
+use omr_proto::v1::detector_client::DetectorClient;
+use omr_proto::v1::register_detection_key_request::Part;
+use omr_proto::v1::registration_header::Start;
+use omr_proto::v1::{RegisterDetectionKeyRequest, RegistrationHeader};
+use rand::Rng;
+
+const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
+
+struct Omrd {
+    child: Child,
+    http: String,
+    grpc: String,
+}
+
+fn start(dir: &Path, db: Option<&str>) -> Omrd {
+    let addr = dir.join("omrd.addr");
+    let _ = std::fs::remove_file(&addr);
+    let mut cmd = Command::new(OMRD);
+    cmd.args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--param-set", "insecure-test"])
+        .arg("--allow-insecure-params")
+        .arg("--data-dir")
+        .arg(dir)
+        .env("OMR_DETECT_BATCH", "2")
+        .env("OMR_EPOCH_LEN", "16")
+        .env("OMR_POLL_INTERVAL_MS", "100")
+        .env("RUST_LOG", "warn")
+        .env_remove("OMR_DATABASE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(db) = db {
+        cmd.arg("--database-url").arg(db);
+    }
+    let child = cmd.spawn().unwrap();
+    let started = Instant::now();
+    while !addr.exists() {
+        assert!(started.elapsed() < Duration::from_secs(30), "omrd did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let a: serde_json::Value = serde_json::from_slice(&std::fs::read(&addr).unwrap()).unwrap();
+    Omrd { child, http: a["http"].as_str().unwrap().into(), grpc: a["grpc"].as_str().unwrap().into() }
+}
+
+async fn register(o: &Omrd, keys: &KeySet) -> (String, String) {
+    let key = keys.detection_key.to_bytes();
+    let mut msgs = vec![RegisterDetectionKeyRequest {
+        part: Some(Part::Header(RegistrationHeader {
+            param_set: INSECURE_TEST.name.into(),
+            kbar: keys.secret.kbar() as u32,
+            total_bytes: key.len() as u64,
+            start: Some(Start::StartIndex(0)),
+        })),
+    }];
+    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest { part: Some(Part::Chunk(c.to_vec())) }));
+    let mut c = DetectorClient::connect(format!("http://{}", o.grpc)).await.unwrap().max_encoding_message_size(8 << 20);
+    let r = c.register_detection_key(tokio_stream::iter(msgs)).await.unwrap().into_inner();
+    (r.key_id, r.access_token)
+}
+
+async fn post(o: &Omrd, to: &KeySet, payload: &[u8]) -> u64 {
+    let body = serde_json::json!({"clue": B64.encode(to.clue_key.make_clue().to_bytes()), "payload": B64.encode(payload)});
+    let r = reqwest::Client::new().post(format!("http://{}/v1/messages", o.http)).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::CREATED);
+    r.json::<serde_json::Value>().await.unwrap()["index"].as_u64().unwrap()
+}
+
+async fn crash_rounds(db: Option<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let recipients: Vec<KeySet> = (0..3).map(|_| keygen(&INSECURE_TEST, 4).unwrap()).collect();
+    let noise = keygen(&INSECURE_TEST, 4).unwrap();
+    let mut o = start(dir.path(), db.as_deref());
+    let mut ids = Vec::new();
+    for r in &recipients {
+        ids.push(register(&o, r).await);
+    }
+    let mut want: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 3];
+    let mut rng = rand::thread_rng();
+    let mut n = 0u64;
+    for round in 0..4 {
+        for _ in 0..40 {
+            let to = rng.gen_range(0..12usize);
+            let payload = format!("round {round} message {n}").into_bytes();
+            let keys = if to < 3 { &recipients[to] } else { &noise };
+            // A recipient gets at most k̄ = 4 messages in total.
+            let to = if to < 3 && want[to].len() < 4 { to } else { 99 };
+            let keys = if to == 99 { &noise } else { keys };
+            let idx = post(&o, keys, &payload).await;
+            if to < 3 {
+                want[to].push((idx, payload));
+            }
+            n += 1;
+        }
+        // Kill while the worker is detecting.
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(20..400))).await;
+        o.child.kill().unwrap();
+        o.child.wait().unwrap();
+        o = start(dir.path(), db.as_deref());
+    }
+    // Let it catch up, then every digest must be exact.
+    let client = reqwest::Client::new();
+    for (r, ((key_id, token), w)) in recipients.iter().zip(ids.iter().zip(&want)) {
+        let started = Instant::now();
+        loop {
+            let resp = client
+                .get(format!("http://{}/v1/digests/{key_id}", o.http))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), reqwest::StatusCode::OK);
+            let end: u64 = resp.headers()["omr-range-end"].to_str().unwrap().parse().unwrap();
+            if end == n {
+                let d = Digest::from_bytes(&resp.bytes().await.unwrap()).unwrap();
+                let got: Vec<(u64, Vec<u8>)> =
+                    r.secret.decode(&d).unwrap().into_iter().map(|m| (m.index, m.payload)).collect();
+                assert_eq!(&got, w);
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(120), "no catch-up: at {end} of {n}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    o.child.kill().unwrap();
+    o.child.wait().unwrap();
+}
+
+#[tokio::test]
+async fn sigkill_during_detection_loses_nothing_and_folds_nothing_twice() {
+    crash_rounds(None).await;
+    if let Ok(admin) = std::env::var("OMR_TEST_POSTGRES_URL") {
+        let name = format!("omr_crash_{}", uuid::Uuid::new_v4().simple());
+        let status = Command::new("psql").arg(&admin).args(["-qc", &format!("CREATE DATABASE {name}")]).status().unwrap();
+        assert!(status.success());
+        let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap();
+        crash_rounds(Some(format!("{base}/{name}"))).await;
+    }
+}
