@@ -58,6 +58,10 @@ pub struct Config {
     pub max_cached_keys: usize,
     /// Safety-net poll for new messages, in milliseconds.
     pub poll_interval_ms: u64,
+    /// This worker's name in the lease table (default: host name, process id and a random part).
+    pub worker_id: Option<String>,
+    /// How long a worker's hold on a key lasts without renewal, in seconds.
+    pub lease_secs: u64,
 }
 
 /// What this process does.
@@ -90,6 +94,8 @@ impl Default for Config {
             epoch_len: 4096,
             max_cached_keys: 4,
             poll_interval_ms: 1000,
+            worker_id: None,
+            lease_secs: 30,
         }
     }
 }
@@ -115,6 +121,8 @@ pub const KEYS: &[&str] = &[
     "epoch_len",
     "max_cached_keys",
     "poll_interval_ms",
+    "worker_id",
+    "lease_secs",
 ];
 
 impl Config {
@@ -149,6 +157,7 @@ mod tests {
     fn keys_list_every_field() {
         let mut v = serde_json::to_value(Config::default()).unwrap();
         v["database_url"] = serde_json::json!("x");
+        v["worker_id"] = serde_json::json!("x");
         let mut fields: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         fields.sort();
         let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();

@@ -36,6 +36,10 @@ pub struct Metrics {
     /// Digest requests by outcome, and bytes served.
     pub digest_requests: IntCounterVec,
     pub digest_bytes: IntCounter,
+    /// Keys this worker took over or gave up.
+    pub lease_changes: IntCounterVec,
+    /// Keys this worker holds.
+    pub leased_keys: IntGauge,
 }
 
 impl Metrics {
@@ -110,6 +114,21 @@ impl Metrics {
         .expect("metric");
         let digest_bytes =
             IntCounter::new("digest_bytes_total", "Digest bytes served").expect("metric");
+        let lease_changes = IntCounterVec::new(
+            Opts::new(
+                "lease_changes_total",
+                "Keys this worker took (acquired) or lost (released)",
+            ),
+            &["change"],
+        )
+        .expect("metric");
+        let leased_keys = IntGauge::new("leased_keys", "Keys this worker holds").expect("metric");
+        registry
+            .register(Box::new(lease_changes.clone()))
+            .expect("unique metric names");
+        registry
+            .register(Box::new(leased_keys.clone()))
+            .expect("unique metric names");
         for m in [
             Box::new(detections.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(detect_batch_seconds.clone()),
@@ -148,6 +167,8 @@ impl Metrics {
             active_keys,
             digest_requests,
             digest_bytes,
+            lease_changes,
+            leased_keys,
         }
     }
 

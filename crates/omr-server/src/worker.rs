@@ -54,9 +54,51 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
     tracing::info!(threads, "detection worker started");
     let mut cache: HashMap<String, Cached> = HashMap::new();
     let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
+    // With the embedded store there is one process: a fixed name lets a restart after a crash
+    // resume at once instead of waiting for its previous leases to expire.
+    let owner = state
+        .config
+        .worker_id
+        .clone()
+        .unwrap_or_else(|| match state.store.backend() {
+            omr_store::Backend::Sqlite => "embedded".to_string(),
+            omr_store::Backend::Postgres => default_worker_id(),
+        });
+    let lease = Duration::from_secs(state.config.lease_secs.max(1));
+    let max_keys = state.config.max_cached_keys.max(1);
+    let mut held: Vec<String> = Vec::new();
+    tracing::info!(worker_id = %owner, lease_secs = lease.as_secs(), max_keys, "leasing keys");
     while !cancel.is_cancelled() {
+        let leased = match state.store.acquire_leases(&owner, lease, max_keys).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "renewing leases failed; retrying");
+                tokio::select! { _ = tokio::time::sleep(poll) => continue, _ = cancel.cancelled() => break }
+            }
+        };
+        for k in leased.iter().filter(|k| !held.contains(k)) {
+            tracing::info!(key_id = %k, worker_id = %owner, "lease acquired");
+            state
+                .metrics
+                .lease_changes
+                .with_label_values(&["acquired"])
+                .inc();
+        }
+        for k in held.iter().filter(|k| !leased.contains(k)) {
+            tracing::info!(key_id = %k, worker_id = %owner, "lease lost");
+            state
+                .metrics
+                .lease_changes
+                .with_label_values(&["released"])
+                .inc();
+        }
+        held = leased;
+        state.metrics.leased_keys.set(held.len() as i64);
         let keys = match state.store.active_keys().await {
-            Ok(k) => k,
+            Ok(k) => k
+                .into_iter()
+                .filter(|k| held.contains(&k.key_id))
+                .collect::<Vec<_>>(),
             Err(e) => {
                 tracing::error!(error = %e, "listing keys failed; retrying");
                 tokio::select! { _ = tokio::time::sleep(poll) => continue, _ = cancel.cancelled() => break }
@@ -94,7 +136,21 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
             }
         }
     }
+    if let Err(e) = state.store.release_leases(&owner).await {
+        tracing::warn!(error = %e, "releasing leases failed; they expire by themselves");
+    }
     tracing::info!("detection worker stopped");
+}
+
+fn default_worker_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "host".into());
+    format!(
+        "{host}-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    )
 }
 
 /// Detect and commit one batch for `key`; returns how many messages were folded.

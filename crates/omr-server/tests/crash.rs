@@ -24,31 +24,53 @@ struct Omrd {
 }
 
 fn start(dir: &Path, db: Option<&str>) -> Omrd {
+    start_with(dir, db, &[])
+}
+
+fn start_with(dir: &Path, db: Option<&str>, env: &[(&str, &str)]) -> Omrd {
     let addr = dir.join("omrd.addr");
     let _ = std::fs::remove_file(&addr);
     let mut cmd = Command::new(OMRD);
-    cmd.args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--param-set", "insecure-test"])
-        .arg("--allow-insecure-params")
-        .arg("--data-dir")
-        .arg(dir)
-        .env("OMR_DETECT_BATCH", "2")
-        .env("OMR_EPOCH_LEN", "16")
-        .env("OMR_POLL_INTERVAL_MS", "100")
-        .env("RUST_LOG", "warn")
-        .env_remove("OMR_DATABASE_URL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    cmd.args([
+        "--http-addr",
+        "127.0.0.1:0",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--param-set",
+        "insecure-test",
+    ])
+    .arg("--allow-insecure-params")
+    .arg("--data-dir")
+    .arg(dir)
+    .env("OMR_DETECT_BATCH", "2")
+    .env("OMR_EPOCH_LEN", "16")
+    .env("OMR_POLL_INTERVAL_MS", "100")
+    .env("OMR_LEASE_SECS", "2")
+    .env("RUST_LOG", "warn")
+    .env_remove("OMR_DATABASE_URL")
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
     if let Some(db) = db {
         cmd.arg("--database-url").arg(db);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
     }
     let child = cmd.spawn().unwrap();
     let started = Instant::now();
     while !addr.exists() {
-        assert!(started.elapsed() < Duration::from_secs(30), "omrd did not start");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "omrd did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let a: serde_json::Value = serde_json::from_slice(&std::fs::read(&addr).unwrap()).unwrap();
-    Omrd { child, http: a["http"].as_str().unwrap().into(), grpc: a["grpc"].as_str().unwrap().into() }
+    Omrd {
+        child,
+        http: a["http"].as_str().unwrap().into(),
+        grpc: a["grpc"].as_str().unwrap().into(),
+    }
 }
 
 async fn register(o: &Omrd, keys: &KeySet) -> (String, String) {
@@ -61,17 +83,33 @@ async fn register(o: &Omrd, keys: &KeySet) -> (String, String) {
             start: Some(Start::StartIndex(0)),
         })),
     }];
-    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest { part: Some(Part::Chunk(c.to_vec())) }));
-    let mut c = DetectorClient::connect(format!("http://{}", o.grpc)).await.unwrap().max_encoding_message_size(8 << 20);
-    let r = c.register_detection_key(tokio_stream::iter(msgs)).await.unwrap().into_inner();
+    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest {
+        part: Some(Part::Chunk(c.to_vec())),
+    }));
+    let mut c = DetectorClient::connect(format!("http://{}", o.grpc))
+        .await
+        .unwrap()
+        .max_encoding_message_size(8 << 20);
+    let r = c
+        .register_detection_key(tokio_stream::iter(msgs))
+        .await
+        .unwrap()
+        .into_inner();
     (r.key_id, r.access_token)
 }
 
 async fn post(o: &Omrd, to: &KeySet, payload: &[u8]) -> u64 {
     let body = serde_json::json!({"clue": B64.encode(to.clue_key.make_clue().to_bytes()), "payload": B64.encode(payload)});
-    let r = reqwest::Client::new().post(format!("http://{}/v1/messages", o.http)).json(&body).send().await.unwrap();
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/v1/messages", o.http))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), reqwest::StatusCode::CREATED);
-    r.json::<serde_json::Value>().await.unwrap()["index"].as_u64().unwrap()
+    r.json::<serde_json::Value>().await.unwrap()["index"]
+        .as_u64()
+        .unwrap()
 }
 
 async fn crash_rounds(db: Option<String>) {
@@ -118,15 +156,27 @@ async fn crash_rounds(db: Option<String>) {
                 .await
                 .unwrap();
             assert_eq!(resp.status(), reqwest::StatusCode::OK);
-            let end: u64 = resp.headers()["omr-range-end"].to_str().unwrap().parse().unwrap();
+            let end: u64 = resp.headers()["omr-range-end"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
             if end == n {
                 let d = Digest::from_bytes(&resp.bytes().await.unwrap()).unwrap();
-                let got: Vec<(u64, Vec<u8>)> =
-                    r.secret.decode(&d).unwrap().into_iter().map(|m| (m.index, m.payload)).collect();
+                let got: Vec<(u64, Vec<u8>)> = r
+                    .secret
+                    .decode(&d)
+                    .unwrap()
+                    .into_iter()
+                    .map(|m| (m.index, m.payload))
+                    .collect();
                 assert_eq!(&got, w);
                 break;
             }
-            assert!(started.elapsed() < Duration::from_secs(120), "no catch-up: at {end} of {n}");
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "no catch-up: at {end} of {n}"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -138,10 +188,152 @@ async fn crash_rounds(db: Option<String>) {
 async fn sigkill_during_detection_loses_nothing_and_folds_nothing_twice() {
     crash_rounds(None).await;
     if let Ok(admin) = std::env::var("OMR_TEST_POSTGRES_URL") {
-        let name = format!("omr_crash_{}", uuid::Uuid::new_v4().simple());
-        let status = Command::new("psql").arg(&admin).args(["-qc", &format!("CREATE DATABASE {name}")]).status().unwrap();
-        assert!(status.success());
-        let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap();
-        crash_rounds(Some(format!("{base}/{name}"))).await;
+        crash_rounds(Some(fresh_database(&admin))).await;
+    }
+}
+
+fn fresh_database(admin: &str) -> String {
+    let name = format!("omr_crash_{}", uuid::Uuid::new_v4().simple());
+    let status = Command::new("psql")
+        .arg(admin)
+        .args(["-qc", &format!("CREATE DATABASE {name}")])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    format!("{}/{name}", admin.rsplit_once('/').map(|(b, _)| b).unwrap())
+}
+
+fn lease_owners(db: &str) -> Vec<(String, String)> {
+    let out = Command::new("psql")
+        .arg(db)
+        .args(["-tAc", "SELECT key_id, owner FROM worker_leases WHERE expires_ms > (extract(epoch from now()) * 1000)::bigint ORDER BY key_id"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            l.split_once('|')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+        })
+        .collect()
+}
+
+async fn wait_exact(
+    o: &Omrd,
+    r: &KeySet,
+    key_id: &str,
+    token: &str,
+    end: u64,
+    want: &[(u64, Vec<u8>)],
+) {
+    let started = Instant::now();
+    loop {
+        let resp = reqwest::Client::new()
+            .get(format!("http://{}/v1/digests/{key_id}", o.http))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let got_end: u64 = resp.headers()["omr-range-end"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        if got_end == end {
+            let d = Digest::from_bytes(&resp.bytes().await.unwrap()).unwrap();
+            let got: Vec<(u64, Vec<u8>)> = r
+                .secret
+                .decode(&d)
+                .unwrap()
+                .into_iter()
+                .map(|m| (m.index, m.payload))
+                .collect();
+            assert_eq!(got, want);
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "key {key_id} stuck at {got_end} of {end}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Two processes on one PostgreSQL split the keys; when one dies, a replacement takes its keys
+/// over after the lease expires and resumes from the committed cursors.
+#[tokio::test]
+async fn workers_split_keys_and_a_dead_workers_keys_are_taken_over() {
+    let Ok(admin) = std::env::var("OMR_TEST_POSTGRES_URL") else {
+        eprintln!("OMR_TEST_POSTGRES_URL not set: scale-out needs PostgreSQL; skipped");
+        return;
+    };
+    let db = fresh_database(&admin);
+    let env = [("OMR_MAX_CACHED_KEYS", "2"), ("OMR_LEASE_SECS", "2")];
+    let (da, db_dir, dc) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let mut a = start_with(
+        da.path(),
+        Some(&db),
+        &[env[0], env[1], ("OMR_WORKER_ID", "worker-a")],
+    );
+    let recipients: Vec<KeySet> = (0..4).map(|_| keygen(&INSECURE_TEST, 4).unwrap()).collect();
+    let mut ids = Vec::new();
+    for r in &recipients {
+        ids.push(register(&a, r).await);
+    }
+    let mut b = start_with(
+        db_dir.path(),
+        Some(&db),
+        &[env[0], env[1], ("OMR_WORKER_ID", "worker-b")],
+    );
+    let mut want: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 4];
+    let mut n = 0;
+    for i in 0..8u64 {
+        let payload = format!("m{i}").into_bytes();
+        let to = (i % 4) as usize;
+        post(&a, &recipients[to], &payload).await;
+        want[to].push((i, payload));
+        n += 1;
+    }
+    for (k, r) in recipients.iter().enumerate() {
+        wait_exact(&b, r, &ids[k].0, &ids[k].1, n, &want[k]).await;
+    }
+    let owners = lease_owners(&db);
+    let a_keys = owners.iter().filter(|(_, o)| o == "worker-a").count();
+    let b_keys = owners.iter().filter(|(_, o)| o == "worker-b").count();
+    assert_eq!((a_keys, b_keys), (2, 2), "keys not split: {owners:?}");
+
+    // Worker A dies; a replacement C takes its keys once the leases expire.
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let mut c = start_with(
+        dc.path(),
+        Some(&db),
+        &[env[0], env[1], ("OMR_WORKER_ID", "worker-c")],
+    );
+    for i in 8..16u64 {
+        let payload = format!("m{i}").into_bytes();
+        let to = (i % 4) as usize;
+        post(&c, &recipients[to], &payload).await;
+        want[to].push((i, payload));
+        n += 1;
+    }
+    for (k, r) in recipients.iter().enumerate() {
+        wait_exact(&b, r, &ids[k].0, &ids[k].1, n, &want[k]).await;
+    }
+    let owners = lease_owners(&db);
+    assert!(owners.iter().all(|(_, o)| o != "worker-a"), "{owners:?}");
+    assert_eq!(
+        owners.iter().filter(|(_, o)| o == "worker-c").count(),
+        2,
+        "{owners:?}"
+    );
+    for p in [&mut b, &mut c] {
+        p.child.kill().unwrap();
+        p.child.wait().unwrap();
     }
 }
