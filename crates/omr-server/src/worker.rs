@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use omr_core::{Accumulator, Clue, CompressedDetectionKey, DetectionKey, FoldScratch};
 use omr_store::{ActiveKey, StoredAccumulator};
+use rayon::prelude::*;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -241,8 +242,14 @@ async fn step(
             .iter()
             .map(|m| Clue::from_bytes(&m.clue))
             .collect::<Result<_, _>>()?;
-        let refs: Vec<&Clue> = clues.iter().collect();
-        let pvs = dk.detect_batch(&refs)?;
+        // Split the batch over the pool's threads; each part still shares its key loads.
+        let threads = rayon::current_num_threads().max(1);
+        let part = clues.len().div_ceil(threads).max(1);
+        let parts: Vec<Vec<_>> = clues
+            .par_chunks(part)
+            .map(|c| dk.detect_batch(&c.iter().collect::<Vec<_>>()))
+            .collect::<Result<_, _>>()?;
+        let pvs: Vec<_> = parts.into_iter().flatten().collect();
         let mut scratch = FoldScratch::default();
         for (m, pv) in messages.iter().zip(&pvs) {
             dk.fold(&mut acc, m.index, pv, &m.payload, &mut scratch)?;

@@ -1,0 +1,155 @@
+//! Measure the service around detection, in one process on the embedded store and omr-v1:
+//! freshness (time from `201` to "the digest covers it", one message per second) and throughput
+//! (a backlog detected for one key), plus the expanded key's memory. Prints JSON.
+//!
+//! cargo run --release -p omr-server --example service_bench -- [fresh_messages] [backlog]
+
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use omr_proto::v1::detector_client::DetectorClient;
+use omr_proto::v1::register_detection_key_request::Part;
+use omr_proto::v1::registration_header::Start;
+use omr_proto::v1::{RegisterDetectionKeyRequest, RegistrationHeader};
+use omr_server::{Application, Config};
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn covered(client: &reqwest::Client, url: &str, token: &str) -> u64 {
+    let r = client.get(url).bearer_auth(token).send().await.unwrap();
+    r.headers()["omr-range-end"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let fresh: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(20);
+    let backlog: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(48);
+    let dir = tempfile::tempdir()?;
+    let config = Config {
+        http_addr: "127.0.0.1:0".parse()?,
+        grpc_addr: "127.0.0.1:0".parse()?,
+        data_dir: dir.path().to_path_buf(),
+        poll_interval_ms: 1000,
+        ..Config::default()
+    };
+    let app = Application::build(config).await?;
+    let (http, grpc) = (app.http_addr(), app.grpc_addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+
+    let params = &omr_core::OMR_V1;
+    let keys = omr_core::keygen(params, 50)?;
+    let key = keys.detection_key.to_bytes();
+    let mut msgs = vec![RegisterDetectionKeyRequest {
+        part: Some(Part::Header(RegistrationHeader {
+            param_set: params.name.into(),
+            kbar: 50,
+            total_bytes: key.len() as u64,
+            start: Some(Start::FromNow(true)),
+        })),
+    }];
+    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest {
+        part: Some(Part::Chunk(c.to_vec())),
+    }));
+    let mut g = DetectorClient::connect(format!("http://{grpc}"))
+        .await?
+        .max_encoding_message_size(8 << 20);
+    let reg = g
+        .register_detection_key(tokio_stream::iter(msgs))
+        .await?
+        .into_inner();
+    let client = reqwest::Client::new();
+    let digest_url = format!("http://{http}/v1/digests/{}", reg.key_id);
+    let body = serde_json::json!({
+        "clue": B64.encode(keys.clue_key.make_clue().to_bytes()),
+        "payload": B64.encode(vec![7u8; params.payload_bytes]),
+    });
+    let post = || async {
+        let r = client
+            .post(format!("http://{http}/v1/messages"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        r.json::<serde_json::Value>().await.unwrap()["index"]
+            .as_u64()
+            .unwrap()
+    };
+
+    // Warm-up: the first message makes the worker expand the key.
+    let started = Instant::now();
+    let i = post().await;
+    while covered(&client, &digest_url, &reg.access_token).await <= i {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let first_ms = started.elapsed().as_secs_f64() * 1e3;
+
+    // Freshness: one message per second.
+    let mut lat = Vec::new();
+    for _ in 0..fresh {
+        let t = Instant::now();
+        let i = post().await;
+        while covered(&client, &digest_url, &reg.access_token).await <= i {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+        tokio::time::sleep(Duration::from_secs(1).saturating_sub(t.elapsed())).await;
+    }
+
+    // Throughput: a backlog for one key.
+    let mut batch = Vec::new();
+    for _ in 0..backlog {
+        batch.push(body.clone());
+    }
+    let r = client
+        .post(format!("http://{http}/v1/messages/batch"))
+        .json(&serde_json::json!({"messages": batch}))
+        .send()
+        .await?
+        .json::<serde_json::Value>()
+        .await?;
+    let end = r["first_index"].as_u64().unwrap() + backlog as u64;
+    let t = Instant::now();
+    while covered(&client, &digest_url, &reg.access_token).await < end {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let rss_kb = std::fs::read_to_string("/proc/self/status")?
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let (p50, p95) = (pct(&mut lat.clone(), 0.5), pct(&mut lat, 0.95));
+    println!(
+        "{}",
+        serde_json::json!({
+            "param_set": params.name,
+            "first_message_ms_including_key_expansion": first_ms,
+            "freshness_messages": fresh,
+            "freshness_p50_ms": p50,
+            "freshness_p95_ms": p95,
+            "backlog_messages": backlog,
+            "backlog_ms_per_message": secs * 1e3 / backlog as f64,
+            "backlog_messages_per_second": backlog as f64 / secs,
+            "process_peak_rss_bytes": rss_kb * 1024,
+        })
+    );
+    let _ = stop.send(());
+    server.await??;
+    Ok(())
+}
