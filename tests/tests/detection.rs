@@ -11,7 +11,10 @@ use omr_e2e::{StoreKind, TestServer};
 use omr_proto::v1::detector_client::DetectorClient;
 use omr_proto::v1::register_detection_key_request::Part;
 use omr_proto::v1::registration_header::Start;
-use omr_proto::v1::{DeleteDetectionKeyRequest, RegisterDetectionKeyRequest, RegistrationHeader};
+use omr_proto::v1::{
+    get_digest_response, DeleteDetectionKeyRequest, GetDigestRequest, RegisterDetectionKeyRequest,
+    RegistrationHeader,
+};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -226,6 +229,45 @@ async fn digests_need_the_right_token_and_deleted_keys_are_gone() {
         assert_eq!(resp.status(), StatusCode::NOT_FOUND);
         let (_, got) = decode_when_caught_up(&s, &r, None).await;
         assert_eq!(got, vec![(0, b"hello".to_vec())]);
+        // gRPC GetDigest streams the same bytes as HTTP.
+        let http_bytes = get_digest(&s, &r, None)
+            .await
+            .bytes()
+            .await
+            .unwrap()
+            .to_vec();
+        let mut c = DetectorClient::connect(s.grpc_url()).await.unwrap();
+        let mut req = tonic::Request::new(GetDigestRequest {
+            key_id: r.key_id.clone(),
+            from: None,
+        });
+        req.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", r.token).parse().unwrap(),
+        );
+        let mut stream = c.get_digest(req).await.unwrap().into_inner();
+        let mut grpc_bytes = Vec::new();
+        let mut header = None;
+        while let Some(m) = stream.message().await.unwrap() {
+            match m.part.unwrap() {
+                get_digest_response::Part::Header(h) => header = Some(h),
+                get_digest_response::Part::Chunk(b) => grpc_bytes.extend_from_slice(&b),
+            }
+        }
+        let header = header.expect("a header first");
+        assert_eq!(
+            (header.range_start, header.range_end, header.total_bytes),
+            (0, 1, http_bytes.len() as u64)
+        );
+        assert_eq!(grpc_bytes, http_bytes);
+        let e = c
+            .get_digest(GetDigestRequest {
+                key_id: r.key_id.clone(),
+                from: None,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated);
 
         let mut c = DetectorClient::connect(s.grpc_url()).await.unwrap();
         let mut req = tonic::Request::new(DeleteDetectionKeyRequest {

@@ -61,6 +61,25 @@ pub async fn get_digest(
     }
 }
 
+/// A built digest and what it covers.
+#[derive(Debug, Clone)]
+pub struct BuiltDigest {
+    pub bytes: Arc<Vec<u8>>,
+    pub range_start: u64,
+    pub range_end: u64,
+    pub board_head: u64,
+    pub lag: u64,
+    pub next_from: Option<u64>,
+    pub epoch: u64,
+}
+
+/// Why a digest was not served.
+#[derive(Debug)]
+pub enum DigestError {
+    UnknownKey,
+    Internal(ApiError),
+}
+
 async fn digest(
     state: &Arc<AppState>,
     key_id: &str,
@@ -98,27 +117,71 @@ async fn digest(
             "the token does not belong to this key",
         ));
     }
+    let d = build(state, &meta, q.from).await.map_err(|e| match e {
+        DigestError::UnknownKey => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_key",
+            format!("no detection key {key_id}"),
+        ),
+        DigestError::Internal(e) => e,
+    })?;
+    state.metrics.digest_bytes.inc_by(d.bytes.len() as u64);
+    let mut h = HeaderMap::new();
+    let num = |v: u64| HeaderValue::from_str(&v.to_string()).expect("digits");
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert("omr-range-start", num(d.range_start));
+    h.insert("omr-range-end", num(d.range_end));
+    h.insert("omr-board-head", num(d.board_head));
+    h.insert("omr-lag", num(d.lag));
+    h.insert("omr-epoch-length", num(d.epoch));
+    if let Some(n) = d.next_from {
+        h.insert("omr-next-from", num(n));
+    }
+    Ok((StatusCode::OK, h, d.bytes.as_ref().clone()).into_response())
+}
+
+/// Sum the key's epoch accumulators from the epoch holding `from` (at most M messages) and
+/// encode the digest, from the cache when the range has not moved. The caller authenticated.
+pub async fn build(
+    state: &Arc<AppState>,
+    meta: &omr_store::KeyMeta,
+    from: Option<u64>,
+) -> Result<BuiltDigest, DigestError> {
+    let internal = |what: &'static str| {
+        move |e: omr_store::StoreError| DigestError::Internal(ApiError::internal(what, e))
+    };
+    let key_id = meta.key_id.as_str();
     let params = state.params;
     let epoch = state.config.epoch_len.clamp(1, params.max_range);
     let head = state
         .store
         .board_head()
         .await
-        .map_err(|e| ApiError::internal("reading the board head", e))?;
-    let cursor = meta.cursor;
-    let from = q.from.unwrap_or(meta.start_index).max(meta.start_index);
+        .map_err(internal("reading the board head"))?;
+    // The cursor now (it moves while the worker runs).
+    let cursor = state
+        .store
+        .cursor(key_id)
+        .await
+        .map_err(internal("reading a cursor"))?
+        .ok_or(DigestError::UnknownKey)?;
+    let from = from.unwrap_or(meta.start_index).max(meta.start_index);
     let rows = state
         .store
         .accumulators_from(key_id, from, (params.max_range / epoch + 1) as u32)
         .await
-        .map_err(|e| ApiError::internal("reading accumulators", e))?;
-
+        .map_err(internal("reading accumulators"))?;
+    let bad = |what: &'static str| {
+        move |e: omr_core::OmrError| DigestError::Internal(ApiError::internal(what, e))
+    };
     // Sum consecutive epochs from the first one, at most M messages.
     let mut acc: Option<Accumulator> = None;
     let mut next_from = None;
     for row in &rows {
-        let a = Accumulator::from_bytes(&row.data)
-            .map_err(|e| ApiError::internal("decoding an accumulator", e))?;
+        let a = Accumulator::from_bytes(&row.data).map_err(bad("decoding an accumulator"))?;
         match acc.as_mut() {
             None => acc = Some(a),
             Some(sum) => {
@@ -126,20 +189,17 @@ async fn digest(
                     next_from = Some(sum.end());
                     break;
                 }
-                sum.merge(&a)
-                    .map_err(|e| ApiError::internal("merging accumulators", e))?;
+                sum.merge(&a).map_err(bad("merging accumulators"))?;
             }
         }
     }
-    let acc = match acc {
-        Some(a) => a,
-        // Nothing folded at or after `from` yet: an empty digest at the cursor.
-        None => Accumulator::new(params, meta.kbar as usize, cursor),
-    };
+    // Nothing folded at or after `from` yet: an empty digest at the cursor.
+    let acc = acc.unwrap_or_else(|| Accumulator::new(params, meta.kbar as usize, cursor));
     if next_from.is_none() && acc.end() < cursor {
         next_from = Some(acc.end());
     }
-    let cache_key = (key_id.to_string(), acc.start(), acc.end());
+    let (range_start, range_end) = (acc.start(), acc.end());
+    let cache_key = (key_id.to_string(), range_start, range_end);
     let cached = state
         .digests
         .lock()
@@ -149,37 +209,32 @@ async fn digest(
     let bytes = match cached {
         Some(b) => b,
         None => {
-            let dkey = digest_key(state, key_id).await?;
+            let dkey = digest_key(state, key_id)
+                .await
+                .map_err(DigestError::Internal)?;
             let encoded =
                 tokio::task::spawn_blocking(move || dkey.digest(&acc).map(|d| d.to_bytes()))
                     .await
-                    .map_err(|e| ApiError::internal("encoding a digest", e))?
-                    .map_err(|e| ApiError::internal("encoding a digest", e))?;
+                    .map_err(|e| DigestError::Internal(ApiError::internal("encoding a digest", e)))?
+                    .map_err(bad("encoding a digest"))?;
             let encoded = Arc::new(encoded);
             let mut cache = state.digests.lock().expect("digest cache");
             if cache.len() >= DIGEST_CACHE_ENTRIES {
                 cache.clear();
             }
-            cache.insert(cache_key.clone(), encoded.clone());
+            cache.insert(cache_key, encoded.clone());
             encoded
         }
     };
-    state.metrics.digest_bytes.inc_by(bytes.len() as u64);
-    let mut h = HeaderMap::new();
-    let num = |v: u64| HeaderValue::from_str(&v.to_string()).expect("digits");
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    h.insert("omr-range-start", num(cache_key.1));
-    h.insert("omr-range-end", num(cache_key.2));
-    h.insert("omr-board-head", num(head));
-    h.insert("omr-lag", num(head.saturating_sub(cursor)));
-    h.insert("omr-epoch-length", num(epoch));
-    if let Some(n) = next_from {
-        h.insert("omr-next-from", num(n));
-    }
-    Ok((StatusCode::OK, h, bytes.as_ref().clone()).into_response())
+    Ok(BuiltDigest {
+        bytes,
+        range_start,
+        range_end,
+        board_head: head,
+        lag: head.saturating_sub(cursor),
+        next_from,
+        epoch,
+    })
 }
 
 async fn digest_key(state: &Arc<AppState>, key_id: &str) -> Result<Arc<DigestKey>, ApiError> {

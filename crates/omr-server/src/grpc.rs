@@ -8,9 +8,10 @@ use omr_proto::v1::detector_server::Detector;
 use omr_proto::v1::register_detection_key_request::Part;
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{
-    DeleteDetectionKeyRequest, DeleteDetectionKeyResponse, GetKeyStatusRequest,
-    GetKeyStatusResponse, GetParamsRequest, GetParamsResponse, RegisterDetectionKeyRequest,
-    RegisterDetectionKeyResponse, RegistrationHeader,
+    get_digest_response::Part as DigestPart, DeleteDetectionKeyRequest, DeleteDetectionKeyResponse,
+    DigestHeader, GetDigestRequest, GetDigestResponse, GetKeyStatusRequest, GetKeyStatusResponse,
+    GetParamsRequest, GetParamsResponse, RegisterDetectionKeyRequest, RegisterDetectionKeyResponse,
+    RegistrationHeader,
 };
 use omr_store::{KeyMeta, NewKey, StartAt};
 use tokio::sync::Semaphore;
@@ -268,6 +269,51 @@ impl Detector for DetectorService {
             key_bytes: meta.key_bytes,
             registered_at: rfc3339_ms(meta.registered_ms),
         }))
+    }
+
+    type GetDigestStream = std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<GetDigestResponse, Status>> + Send + 'static>,
+    >;
+
+    async fn get_digest(
+        &self,
+        request: Request<GetDigestRequest>,
+    ) -> Result<Response<Self::GetDigestStream>, Status> {
+        let key_id = request.get_ref().key_id.clone();
+        let from = request.get_ref().from;
+        let meta = self.authorize(&request, &key_id).await?;
+        let d = crate::digests::build(&self.state, &meta, from)
+            .await
+            .map_err(|e| match e {
+                crate::digests::DigestError::UnknownKey => {
+                    Status::not_found(format!("no detection key {key_id}"))
+                }
+                crate::digests::DigestError::Internal(e) => Status::internal(e.message),
+            })?;
+        self.state
+            .metrics
+            .digest_requests
+            .with_label_values(&["ok"])
+            .inc();
+        self.state.metrics.digest_bytes.inc_by(d.bytes.len() as u64);
+        let header = GetDigestResponse {
+            part: Some(DigestPart::Header(DigestHeader {
+                range_start: d.range_start,
+                range_end: d.range_end,
+                board_head: d.board_head,
+                lag: d.lag,
+                next_from: d.next_from,
+                total_bytes: d.bytes.len() as u64,
+            })),
+        };
+        let chunks: Vec<Result<GetDigestResponse, Status>> = std::iter::once(Ok(header))
+            .chain(d.bytes.chunks(1 << 20).map(|c| {
+                Ok(GetDigestResponse {
+                    part: Some(DigestPart::Chunk(c.to_vec())),
+                })
+            }))
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
     }
 
     async fn get_params(

@@ -14,6 +14,7 @@ use omr_store::{ActiveKey, StoredAccumulator};
 use rayon::prelude::*;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::state::AppState;
 
@@ -53,6 +54,27 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
         .build()
         .expect("rayon pool");
     tracing::info!(threads, "detection worker started");
+    // Other processes' commits on PostgreSQL arrive by LISTEN/NOTIFY; our own by `board_notify`.
+    let listener = match (&state.config.database_url, state.store.backend()) {
+        (Some(url), omr_store::Backend::Postgres) => {
+            let (url, notify, cancel) = (url.clone(), state.board_notify.clone(), cancel.clone());
+            Some(tokio::spawn(async move {
+                while !cancel.is_cancelled() {
+                    let n = notify.clone();
+                    tokio::select! {
+                        r = omr_store::listen_board(&url, move || n.notify_one()) => {
+                            if let Err(e) = r {
+                                tracing::warn!(error = %e, "board notifications lost; polling until reconnected");
+                            }
+                        }
+                        _ = cancel.cancelled() => break,
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }))
+        }
+        _ => None,
+    };
     let mut cache: HashMap<String, Cached> = HashMap::new();
     let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
     // With the embedded store there is one process: a fixed name lets a restart after a crash
@@ -112,7 +134,9 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
             if cancel.is_cancelled() {
                 break;
             }
-            match step(&state, &pool, &mut cache, key).await {
+            let span =
+                tracing::info_span!("detect_batch", key_id = %key.key_id, cursor = key.cursor);
+            match step(&state, &pool, &mut cache, key).instrument(span).await {
                 Ok(n) => progressed |= n > 0,
                 Err(e) => {
                     tracing::error!(key_id = %key.key_id, error = %e, "detection step failed")
@@ -136,6 +160,9 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
                 _ = cancel.cancelled() => break,
             }
         }
+    }
+    if let Some(l) = listener {
+        l.abort();
     }
     if let Err(e) = state.store.release_leases(&owner).await {
         tracing::warn!(error = %e, "releasing leases failed; they expire by themselves");

@@ -103,11 +103,28 @@ pub struct KeyMeta {
     pub cursor: u64,
 }
 
+/// The PostgreSQL channel `append` notifies after each commit.
+pub const BOARD_CHANNEL: &str = "omr_board";
+
+/// Wait for board notifications from any process on a PostgreSQL database; calls `on_notify`
+/// for each. Returns only on a connection error (the caller retries and polls meanwhile).
+pub async fn listen_board(url: &str, mut on_notify: impl FnMut()) -> Result<(), StoreError> {
+    let mut listener = sqlx::postgres::PgListener::connect(url).await?;
+    listener.listen(BOARD_CHANNEL).await?;
+    loop {
+        listener.recv().await?;
+        on_notify();
+    }
+}
+
 /// The board and registry.
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// SQLite allows one writer: write transactions take this first, so a transaction that reads
+    /// before it writes never fails its lock upgrade with SQLITE_BUSY.
+    sqlite_writer: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 fn now_ms() -> i64 {
@@ -152,7 +169,11 @@ impl Store {
             Backend::Postgres => PG_MIGRATIONS.run(&pool).await?,
             Backend::Sqlite => SQLITE_MIGRATIONS.run(&pool).await?,
         }
-        Ok(Store { pool, backend })
+        Ok(Store {
+            pool,
+            backend,
+            sqlite_writer: Default::default(),
+        })
     }
 
     /// The embedded default: an SQLite file `omr.sqlite3` under `data_dir`, created if needed.
@@ -163,6 +184,13 @@ impl Store {
         })?;
         let file = data_dir.join("omr.sqlite3");
         Store::connect(&format!("sqlite://{}?mode=rwc", file.display())).await
+    }
+
+    async fn write_lock(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match self.backend {
+            Backend::Sqlite => Some(self.sqlite_writer.lock().await),
+            Backend::Postgres => None,
+        }
     }
 
     pub fn backend(&self) -> Backend {
@@ -188,6 +216,7 @@ impl Store {
             return self.board_head().await;
         }
         let n = messages.len() as i64;
+        let _w = self.write_lock().await;
         let mut tx = self.pool.begin().await?;
         let row = sqlx::query(
             "UPDATE board_head SET next_index = next_index + $1 WHERE id = 1 RETURNING next_index",
@@ -219,6 +248,12 @@ impl Store {
                     .bind(received);
             }
             q.execute(&mut *tx).await?;
+        }
+        if self.backend == Backend::Postgres {
+            // Delivered at commit to every process listening (their detection workers wake).
+            sqlx::query("SELECT pg_notify('omr_board', '')")
+                .execute(&mut *tx)
+                .await?;
         }
         tx.commit().await?;
         to_u64(first, "board index")
@@ -259,6 +294,7 @@ impl Store {
     /// Store a key, its registration and its cursor in one transaction; returns the resolved
     /// start index.
     pub async fn insert_key(&self, key: &NewKey<'_>) -> Result<u64, StoreError> {
+        let _w = self.write_lock().await;
         let mut tx = self.pool.begin().await?;
         let start = match key.start {
             StartAt::Index(i) => i64::try_from(i).unwrap_or(i64::MAX),
@@ -372,6 +408,7 @@ impl Store {
 
     /// Delete a key and everything derived from it. Returns false if it did not exist.
     pub async fn delete_key(&self, key_id: &str) -> Result<bool, StoreError> {
+        let _w = self.write_lock().await;
         let mut tx = self.pool.begin().await?;
         // Children first: SQLite enforces foreign keys only when the pragma is on, PostgreSQL
         // cascades; deleting explicitly is correct on both.
@@ -480,6 +517,7 @@ impl Store {
         old_cursor: u64,
         acc: &StoredAccumulator,
     ) -> Result<bool, StoreError> {
+        let _w = self.write_lock().await;
         let mut tx = self.pool.begin().await?;
         let moved = sqlx::query(
             "UPDATE key_cursors SET next_index = $1 WHERE key_id = $2 AND next_index = $3",
@@ -520,6 +558,7 @@ impl Store {
     ) -> Result<Vec<String>, StoreError> {
         let now = now_ms();
         let expires = now + lease.as_millis() as i64;
+        let _w = self.write_lock().await;
         let mut tx = self.pool.begin().await?;
         sqlx::query("UPDATE worker_leases SET expires_ms = $1 WHERE owner = $2")
             .bind(expires)
@@ -567,6 +606,7 @@ impl Store {
 
     /// Give up `owner`'s leases (graceful shutdown), so another worker takes them at once.
     pub async fn release_leases(&self, owner: &str) -> Result<(), StoreError> {
+        let _w = self.write_lock().await;
         sqlx::query("UPDATE worker_leases SET expires_ms = 0 WHERE owner = $1")
             .bind(owner.to_string())
             .execute(&self.pool)
