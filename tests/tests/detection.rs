@@ -290,3 +290,51 @@ async fn digests_need_the_right_token_and_deleted_keys_are_gone() {
         s.stop().await;
     }
 }
+
+#[tokio::test]
+async fn retention_deletes_only_what_every_key_has_detected() {
+    for kind in StoreKind::all().await {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = test_config(&kind, dir.path());
+        config.retain_messages = Some(4);
+        config.retention_interval_secs = 1;
+        let s = TestServer::start_with(config).await;
+        let r = register(&s, keygen(&INSECURE_TEST, 4).unwrap(), Start::FromNow(true)).await;
+        let mut want = Vec::new();
+        for i in 0..12u64 {
+            let payload = format!("m{i}").into_bytes();
+            let noise = keygen(&INSECURE_TEST, 1);
+            if i % 5 == 0 {
+                post(&s, &r.keys, &payload).await;
+                want.push((i, payload));
+            } else {
+                post(&s, noise.as_ref().unwrap(), &payload).await;
+            }
+        }
+        let (_, got) = decode_when_caught_up(&s, &r, None).await;
+        assert_eq!(got, want);
+        // The board keeps the newest 4; the digest (accumulators) is untouched.
+        let started = Instant::now();
+        loop {
+            let page: serde_json::Value = reqwest::get(s.url("/v1/messages?from=0"))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let first = page["messages"][0]["index"].as_u64().unwrap();
+            if first == 8 {
+                assert_eq!(page["messages"].as_array().unwrap().len(), 4);
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "retention did not run (first {first})"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let (_, got) = decode_when_caught_up(&s, &r, None).await;
+        assert_eq!(got, want, "{}", kind.name());
+        s.stop().await;
+    }
+}

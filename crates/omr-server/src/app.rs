@@ -176,6 +176,7 @@ impl Application {
 
         let worker = (state.config.role == crate::config::Role::Both)
             .then(|| tokio::spawn(crate::worker::run(state.clone(), cancel.clone())));
+        let retention = tokio::spawn(crate::worker::retention(state.clone(), cancel.clone()));
         state.ready.store(true, Ordering::Release);
         tracing::info!(%http_addr, %grpc_addr, addr_file = %state.config.addr_file().display(), "omrd listening");
 
@@ -203,6 +204,7 @@ impl Application {
             }
             Err(_) => tracing::warn!("servers did not stop within {} s", deadline.as_secs()),
         }
+        let _ = retention.await;
         if let Some(w) = worker {
             if tokio::time::timeout(deadline, w).await.is_err() {
                 tracing::warn!(

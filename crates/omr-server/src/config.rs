@@ -62,6 +62,14 @@ pub struct Config {
     pub worker_id: Option<String>,
     /// How long a worker's hold on a key lasts without renewal, in seconds.
     pub lease_secs: u64,
+    /// Keep at least this many newest board messages; older ones are deleted once every key has
+    /// detected them. Unset: keep the board forever.
+    pub retain_messages: Option<u64>,
+    /// Delete accumulator epochs that end more than this many messages below the board head.
+    /// Unset: keep them forever.
+    pub retain_digest_messages: Option<u64>,
+    /// Seconds between retention passes.
+    pub retention_interval_secs: u64,
 }
 
 /// What this process does.
@@ -96,6 +104,9 @@ impl Default for Config {
             poll_interval_ms: 1000,
             worker_id: None,
             lease_secs: 30,
+            retain_messages: None,
+            retain_digest_messages: None,
+            retention_interval_secs: 60,
         }
     }
 }
@@ -123,6 +134,9 @@ pub const KEYS: &[&str] = &[
     "poll_interval_ms",
     "worker_id",
     "lease_secs",
+    "retain_messages",
+    "retain_digest_messages",
+    "retention_interval_secs",
 ];
 
 impl Config {
@@ -158,6 +172,8 @@ mod tests {
         let mut v = serde_json::to_value(Config::default()).unwrap();
         v["database_url"] = serde_json::json!("x");
         v["worker_id"] = serde_json::json!("x");
+        v["retain_messages"] = serde_json::json!(1);
+        v["retain_digest_messages"] = serde_json::json!(1);
         let mut fields: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         fields.sort();
         let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();

@@ -312,3 +312,55 @@ async fn step(
     tracing::debug!(key_id = %key.key_id, count, cursor = entry.cursor, "batch committed");
     Ok(count)
 }
+
+/// Apply the configured retention every `retention_interval_secs`, in small batches.
+pub async fn retention(state: Arc<AppState>, cancel: CancellationToken) {
+    if state.config.retain_messages.is_none() && state.config.retain_digest_messages.is_none() {
+        return;
+    }
+    let every = Duration::from_secs(state.config.retention_interval_secs.max(1));
+    loop {
+        tokio::select! { _ = tokio::time::sleep(every) => {}, _ = cancel.cancelled() => return }
+        let head = match state.store.board_head().await {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(error = %e, "retention: reading the board head failed");
+                continue;
+            }
+        };
+        let keep_from = state
+            .config
+            .retain_messages
+            .map(|n| head.saturating_sub(n))
+            .unwrap_or(0);
+        let acc_before = state
+            .config
+            .retain_digest_messages
+            .map(|n| head.saturating_sub(n))
+            .unwrap_or(0);
+        let (mut messages, mut epochs) = (0, 0);
+        loop {
+            match state
+                .store
+                .apply_retention(keep_from, acc_before, 1000)
+                .await
+            {
+                Ok((0, 0)) => break,
+                Ok((m, e)) => {
+                    messages += m;
+                    epochs += e;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "retention pass failed");
+                    break;
+                }
+            }
+            if cancel.is_cancelled() {
+                return;
+            }
+        }
+        if messages + epochs > 0 {
+            tracing::info!(messages, epochs, "retention applied");
+        }
+    }
+}
