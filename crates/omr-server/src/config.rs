@@ -98,7 +98,7 @@ impl Default for Config {
             shutdown_timeout_secs: 30,
             role: Role::Both,
             worker_threads: 0,
-            detect_batch: 8,
+            detect_batch: 16,
             epoch_len: 4096,
             max_cached_keys: 4,
             poll_interval_ms: 1000,
