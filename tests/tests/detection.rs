@@ -338,3 +338,55 @@ async fn retention_deletes_only_what_every_key_has_detected() {
         s.stop().await;
     }
 }
+
+#[tokio::test]
+async fn api_only_and_worker_only_roles_do_only_their_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(&StoreKind::Sqlite, dir.path());
+    config.role = omr_server::Role::Api;
+    let s = TestServer::start_with(config).await;
+    let r = register(&s, keygen(&INSECURE_TEST, 4).unwrap(), Start::FromNow(true)).await;
+    post(&s, &r.keys, b"waits for a worker").await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let resp = get_digest(&s, &r, None).await;
+    assert_eq!(
+        resp.headers()["omr-lag"],
+        "1",
+        "an API-only process detected"
+    );
+    // The same store served by a worker-only process: it detects; its HTTP has only probes.
+    let (mut config, dir) = s.stop().await;
+    config.role = omr_server::Role::Worker;
+    config.http_addr = "127.0.0.1:0".parse().unwrap();
+    config.grpc_addr = "127.0.0.1:0".parse().unwrap();
+    let w = TestServer::start_with(config).await;
+    assert_eq!(
+        reqwest::get(w.url("/v1/params")).await.unwrap().status(),
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        reqwest::get(w.url("/livez")).await.unwrap().status(),
+        StatusCode::OK
+    );
+    let store = omr_store::Store::open_embedded(&w.config.data_dir)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while store.cursor(&r.key_id).await.unwrap() != Some(1) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "worker-only process did not detect"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let metrics = reqwest::get(w.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("omr_key_lag{key_id="), "{metrics}");
+    store.close().await;
+    w.stop().await;
+    drop(dir);
+}

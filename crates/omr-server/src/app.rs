@@ -162,7 +162,12 @@ impl Application {
         let detector = DetectorServer::new(DetectorService::new(state.clone()))
             .max_decoding_message_size(GRPC_MAX_MESSAGE);
         let c = cancel.clone();
+        let serve_grpc = state.config.role != crate::config::Role::Worker;
         let grpc_task = tokio::spawn(async move {
+            if !serve_grpc {
+                c.cancelled().await;
+                return Ok(());
+            }
             tonic::transport::Server::builder()
                 .add_service(health_service)
                 .add_service(reflection)
@@ -174,7 +179,7 @@ impl Application {
                 .await
         });
 
-        let worker = (state.config.role == crate::config::Role::Both)
+        let worker = (state.config.role != crate::config::Role::Api)
             .then(|| tokio::spawn(crate::worker::run(state.clone(), cancel.clone())));
         let retention = tokio::spawn(crate::worker::retention(state.clone(), cancel.clone()));
         state.ready.store(true, Ordering::Release);

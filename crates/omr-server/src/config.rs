@@ -46,7 +46,8 @@ pub struct Config {
     pub max_commit_messages: usize,
     /// Seconds to wait for in-flight work at shutdown.
     pub shutdown_timeout_secs: u64,
-    /// `both` (default): serve the API and run detection; `api`: no detection worker.
+    /// `both` (default): serve the API and run detection; `api`: no detection worker; `worker`:
+    /// detection only (HTTP serves just the probes and metrics; no gRPC).
     pub role: Role,
     /// Detection threads (0: one per core).
     pub worker_threads: usize,
@@ -78,6 +79,7 @@ pub struct Config {
 pub enum Role {
     Both,
     Api,
+    Worker,
 }
 
 impl Default for Config {

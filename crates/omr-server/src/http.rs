@@ -129,14 +129,20 @@ pub struct Params {
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let probes = Router::new()
+        .route("/livez", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics));
+    if state.config.role == crate::config::Role::Worker {
+        return probes
+            .layer(middleware::from_fn_with_state(state.clone(), observe))
+            .with_state(state);
+    }
+    probes
         .route("/v1/messages", post(post_message).get(get_messages))
         .route("/v1/messages/batch", post(post_batch))
         .route("/v1/params", get(get_params))
         .route("/v1/digests/{key_id}", get(crate::digests::get_digest))
-        .route("/livez", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .route("/openapi.json", get(|| async { Json(ApiDoc::openapi()) }))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)

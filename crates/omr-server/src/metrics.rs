@@ -40,6 +40,8 @@ pub struct Metrics {
     pub lease_changes: IntCounterVec,
     /// Keys this worker holds.
     pub leased_keys: IntGauge,
+    /// Messages behind the board head, per key this worker holds.
+    pub key_lag: prometheus::IntGaugeVec,
 }
 
 impl Metrics {
@@ -129,6 +131,17 @@ impl Metrics {
         registry
             .register(Box::new(leased_keys.clone()))
             .expect("unique metric names");
+        let key_lag = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "key_lag",
+                "Board messages not yet detected, per key this worker holds",
+            ),
+            &["key_id"],
+        )
+        .expect("metric");
+        registry
+            .register(Box::new(key_lag.clone()))
+            .expect("unique metric names");
         for m in [
             Box::new(detections.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(detect_batch_seconds.clone()),
@@ -169,6 +182,7 @@ impl Metrics {
             digest_bytes,
             lease_changes,
             leased_keys,
+            key_lag,
         }
     }
 

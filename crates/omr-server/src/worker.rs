@@ -144,12 +144,19 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
             }
         }
         let mut max_lag = 0;
+        state.metrics.key_lag.reset();
         for key in &keys {
             let cursor = cache
                 .get(&key.key_id)
                 .map(|c| c.cursor)
                 .unwrap_or(key.cursor);
-            max_lag = max_lag.max(head.saturating_sub(cursor.min(head)));
+            let lag = head.saturating_sub(cursor.min(head));
+            state
+                .metrics
+                .key_lag
+                .with_label_values(&[key.key_id.as_str()])
+                .set(lag as i64);
+            max_lag = max_lag.max(lag);
         }
         state.metrics.max_lag.set(max_lag as i64);
         state.metrics.active_keys.set(keys.len() as i64);
