@@ -9,12 +9,8 @@ use base64::Engine;
 use omr_core::{keygen, Digest, KeySet, INSECURE_TEST};
 use omr_e2e::{StoreKind, TestServer};
 use omr_proto::v1::detector_client::DetectorClient;
-use omr_proto::v1::register_detection_key_request::Part;
 use omr_proto::v1::registration_header::Start;
-use omr_proto::v1::{
-    get_digest_response, DeleteDetectionKeyRequest, GetDigestRequest, RegisterDetectionKeyRequest,
-    RegistrationHeader,
-};
+use omr_proto::v1::{get_digest_response, DeleteDetectionKeyRequest, GetDigestRequest};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -25,18 +21,12 @@ struct Recipient {
 }
 
 async fn register(s: &TestServer, keys: KeySet, start: Start) -> Recipient {
-    let key = keys.detection_key.to_bytes();
-    let mut msgs = vec![RegisterDetectionKeyRequest {
-        part: Some(Part::Header(RegistrationHeader {
-            param_set: INSECURE_TEST.name.into(),
-            kbar: keys.secret.kbar() as u32,
-            total_bytes: key.len() as u64,
-            start: Some(start),
-        })),
-    }];
-    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest {
-        part: Some(Part::Chunk(c.to_vec())),
-    }));
+    let msgs = omr_proto::registration_requests(
+        INSECURE_TEST.name,
+        keys.secret.kbar() as u32,
+        start,
+        &keys.detection_key.to_bytes(),
+    );
     let mut c = DetectorClient::connect(s.grpc_url())
         .await
         .unwrap()

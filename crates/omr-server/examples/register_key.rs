@@ -6,9 +6,7 @@
 use std::time::Instant;
 
 use omr_proto::v1::detector_client::DetectorClient;
-use omr_proto::v1::register_detection_key_request::Part;
 use omr_proto::v1::registration_header::Start;
-use omr_proto::v1::{RegisterDetectionKeyRequest, RegistrationHeader};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -19,17 +17,8 @@ async fn main() -> anyhow::Result<()> {
     let params = omr_core::ParamSet::by_name(&args.next().unwrap_or_else(|| "omr-v1".into()))?;
     let kbar: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(50);
     let key = omr_core::keygen(params, kbar)?.detection_key.to_bytes();
-    let mut msgs = vec![RegisterDetectionKeyRequest {
-        part: Some(Part::Header(RegistrationHeader {
-            param_set: params.name.to_string(),
-            kbar: kbar as u32,
-            total_bytes: key.len() as u64,
-            start: Some(Start::FromNow(true)),
-        })),
-    }];
-    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest {
-        part: Some(Part::Chunk(c.to_vec())),
-    }));
+    let msgs =
+        omr_proto::registration_requests(params.name, kbar as u32, Start::FromNow(true), &key);
     let mut client = DetectorClient::connect(url)
         .await?
         .max_encoding_message_size(8 << 20);

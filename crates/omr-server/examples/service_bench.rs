@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_proto::v1::detector_client::DetectorClient;
-use omr_proto::v1::register_detection_key_request::Part;
 use omr_proto::v1::registration_header::Start;
-use omr_proto::v1::{RegisterDetectionKeyRequest, RegistrationHeader};
 use omr_server::{Application, Config};
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -51,17 +49,7 @@ async fn main() -> anyhow::Result<()> {
     let params = &omr_core::OMR_V1;
     let keys = omr_core::keygen(params, 50)?;
     let key = keys.detection_key.to_bytes();
-    let mut msgs = vec![RegisterDetectionKeyRequest {
-        part: Some(Part::Header(RegistrationHeader {
-            param_set: params.name.into(),
-            kbar: 50,
-            total_bytes: key.len() as u64,
-            start: Some(Start::FromNow(true)),
-        })),
-    }];
-    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest {
-        part: Some(Part::Chunk(c.to_vec())),
-    }));
+    let msgs = omr_proto::registration_requests(params.name, 50, Start::FromNow(true), &key);
     let mut g = DetectorClient::connect(format!("http://{grpc}"))
         .await?
         .max_encoding_message_size(8 << 20);

@@ -103,13 +103,7 @@ async fn digest(
         .key(key_id)
         .await
         .map_err(|e| ApiError::internal("loading a key", e))?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "unknown_key",
-                format!("no detection key {key_id}"),
-            )
-        })?;
+        .ok_or_else(|| unknown_key(key_id))?;
     if !crate::auth::token_matches(token, &meta.token_hash) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -237,6 +231,14 @@ pub async fn build(
     })
 }
 
+fn unknown_key(key_id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "unknown_key",
+        format!("no detection key {key_id}"),
+    )
+}
+
 async fn digest_key(state: &Arc<AppState>, key_id: &str) -> Result<Arc<DigestKey>, ApiError> {
     if let Some(k) = state.digest_keys.lock().expect("digest keys").get(key_id) {
         return Ok(k.clone());
@@ -246,13 +248,7 @@ async fn digest_key(state: &Arc<AppState>, key_id: &str) -> Result<Arc<DigestKey
         .digest_key(key_id)
         .await
         .map_err(|e| ApiError::internal("loading a digest key", e))?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "unknown_key",
-                format!("no detection key {key_id}"),
-            )
-        })?;
+        .ok_or_else(|| unknown_key(key_id))?;
     let key = Arc::new(
         DigestKey::from_bytes(&bytes)
             .map_err(|e| ApiError::internal("decoding a digest key", e))?,

@@ -10,9 +10,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_core::{keygen, Digest, KeySet, INSECURE_TEST};
 use omr_proto::v1::detector_client::DetectorClient;
-use omr_proto::v1::register_detection_key_request::Part;
 use omr_proto::v1::registration_header::Start;
-use omr_proto::v1::{RegisterDetectionKeyRequest, RegistrationHeader};
 use rand::Rng;
 
 const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
@@ -74,18 +72,12 @@ fn start_with(dir: &Path, db: Option<&str>, env: &[(&str, &str)]) -> Omrd {
 }
 
 async fn register(o: &Omrd, keys: &KeySet) -> (String, String) {
-    let key = keys.detection_key.to_bytes();
-    let mut msgs = vec![RegisterDetectionKeyRequest {
-        part: Some(Part::Header(RegistrationHeader {
-            param_set: INSECURE_TEST.name.into(),
-            kbar: keys.secret.kbar() as u32,
-            total_bytes: key.len() as u64,
-            start: Some(Start::StartIndex(0)),
-        })),
-    }];
-    msgs.extend(key.chunks(1 << 20).map(|c| RegisterDetectionKeyRequest {
-        part: Some(Part::Chunk(c.to_vec())),
-    }));
+    let msgs = omr_proto::registration_requests(
+        INSECURE_TEST.name,
+        keys.secret.kbar() as u32,
+        Start::StartIndex(0),
+        &keys.detection_key.to_bytes(),
+    );
     let mut c = DetectorClient::connect(format!("http://{}", o.grpc))
         .await
         .unwrap()
