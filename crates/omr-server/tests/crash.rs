@@ -137,40 +137,8 @@ async fn crash_rounds(db: Option<String>) {
         o = start(dir.path(), db.as_deref());
     }
     // Let it catch up, then every digest must be exact.
-    let client = reqwest::Client::new();
     for (r, ((key_id, token), w)) in recipients.iter().zip(ids.iter().zip(&want)) {
-        let started = Instant::now();
-        loop {
-            let resp = client
-                .get(format!("http://{}/v1/digests/{key_id}", o.http))
-                .bearer_auth(token)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(resp.status(), reqwest::StatusCode::OK);
-            let end: u64 = resp.headers()["omr-range-end"]
-                .to_str()
-                .unwrap()
-                .parse()
-                .unwrap();
-            if end == n {
-                let d = Digest::from_bytes(&resp.bytes().await.unwrap()).unwrap();
-                let got: Vec<(u64, Vec<u8>)> = r
-                    .secret
-                    .decode(&d)
-                    .unwrap()
-                    .into_iter()
-                    .map(|m| (m.index, m.payload))
-                    .collect();
-                assert_eq!(&got, w);
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(120),
-                "no catch-up: at {end} of {n}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_exact(&o, r, key_id, token, n, w).await;
     }
     o.child.kill().unwrap();
     o.child.wait().unwrap();
