@@ -73,13 +73,6 @@ pub struct BuiltDigest {
     pub epoch: u64,
 }
 
-/// Why a digest was not served.
-#[derive(Debug)]
-pub enum DigestError {
-    UnknownKey,
-    Internal(ApiError),
-}
-
 async fn digest(
     state: &Arc<AppState>,
     key_id: &str,
@@ -111,14 +104,7 @@ async fn digest(
             "the token does not belong to this key",
         ));
     }
-    let d = build(state, &meta, q.from).await.map_err(|e| match e {
-        DigestError::UnknownKey => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_key",
-            format!("no detection key {key_id}"),
-        ),
-        DigestError::Internal(e) => e,
-    })?;
+    let d = build(state, &meta, q.from).await?;
     state.metrics.digest_bytes.inc_by(d.bytes.len() as u64);
     let mut h = HeaderMap::new();
     let num = |v: u64| HeaderValue::from_str(&v.to_string()).expect("digits");
@@ -138,15 +124,14 @@ async fn digest(
 }
 
 /// Sum the key's epoch accumulators from the epoch holding `from` (at most M messages) and
-/// encode the digest, from the cache when the range has not moved. The caller authenticated.
+/// encode the digest, from the cache when the range has not moved. The caller authenticated and
+/// read `meta` (its cursor) just before.
 pub async fn build(
     state: &Arc<AppState>,
     meta: &omr_store::KeyMeta,
     from: Option<u64>,
-) -> Result<BuiltDigest, DigestError> {
-    let internal = |what: &'static str| {
-        move |e: omr_store::StoreError| DigestError::Internal(ApiError::internal(what, e))
-    };
+) -> Result<BuiltDigest, ApiError> {
+    let internal = |what: &'static str| move |e: omr_store::StoreError| ApiError::internal(what, e);
     let key_id = meta.key_id.as_str();
     let params = state.params;
     let epoch = state.config.epoch_len.clamp(1, params.max_range);
@@ -155,22 +140,14 @@ pub async fn build(
         .board_head()
         .await
         .map_err(internal("reading the board head"))?;
-    // The cursor now (it moves while the worker runs).
-    let cursor = state
-        .store
-        .cursor(key_id)
-        .await
-        .map_err(internal("reading a cursor"))?
-        .ok_or(DigestError::UnknownKey)?;
+    let cursor = meta.cursor;
     let from = from.unwrap_or(meta.start_index).max(meta.start_index);
     let rows = state
         .store
         .accumulators_from(key_id, from, (params.max_range / epoch + 1) as u32)
         .await
         .map_err(internal("reading accumulators"))?;
-    let bad = |what: &'static str| {
-        move |e: omr_core::OmrError| DigestError::Internal(ApiError::internal(what, e))
-    };
+    let bad = |what: &'static str| move |e: omr_core::OmrError| ApiError::internal(what, e);
     // Sum consecutive epochs from the first one, at most M messages.
     let mut acc: Option<Accumulator> = None;
     let mut next_from = None;
@@ -203,13 +180,11 @@ pub async fn build(
     let bytes = match cached {
         Some(b) => b,
         None => {
-            let dkey = digest_key(state, key_id)
-                .await
-                .map_err(DigestError::Internal)?;
+            let dkey = digest_key(state, key_id).await?;
             let encoded =
                 tokio::task::spawn_blocking(move || dkey.digest(&acc).map(|d| d.to_bytes()))
                     .await
-                    .map_err(|e| DigestError::Internal(ApiError::internal("encoding a digest", e)))?
+                    .map_err(|e| ApiError::internal("encoding a digest", e))?
                     .map_err(bad("encoding a digest"))?;
             let encoded = Arc::new(encoded);
             let mut cache = state.digests.lock().expect("digest cache");

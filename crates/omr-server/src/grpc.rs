@@ -284,11 +284,9 @@ impl Detector for DetectorService {
         let meta = self.authorize(&request, &key_id).await?;
         let d = crate::digests::build(&self.state, &meta, from)
             .await
-            .map_err(|e| match e {
-                crate::digests::DigestError::UnknownKey => {
-                    Status::not_found(format!("no detection key {key_id}"))
-                }
-                crate::digests::DigestError::Internal(e) => Status::internal(e.message),
+            .map_err(|e| match e.status {
+                axum::http::StatusCode::NOT_FOUND => Status::not_found(e.message),
+                _ => Status::internal(e.message),
             })?;
         self.state
             .metrics
