@@ -230,6 +230,7 @@ async fn digests_need_the_right_token_and_deleted_keys_are_gone() {
         let mut req = tonic::Request::new(GetDigestRequest {
             key_id: r.key_id.clone(),
             from: None,
+            to: None,
         });
         req.metadata_mut().insert(
             "authorization",
@@ -254,6 +255,7 @@ async fn digests_need_the_right_token_and_deleted_keys_are_gone() {
             .get_digest(GetDigestRequest {
                 key_id: r.key_id.clone(),
                 from: None,
+                to: None,
             })
             .await
             .unwrap_err();

@@ -10,6 +10,7 @@
 //! No I/O, no async, no global state. Every type that crosses a process boundary has a
 //! versioned, size-limited `to_bytes`/`from_bytes`.
 
+pub mod bench;
 pub mod clue;
 pub mod codec;
 pub mod decode;

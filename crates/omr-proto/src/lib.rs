@@ -9,6 +9,8 @@ pub mod v1 {
 /// Encoded file descriptor set, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("omr_descriptor");
 
+use std::sync::Arc;
+
 use v1::register_detection_key_request::Part;
 use v1::registration_header::Start;
 use v1::{RegisterDetectionKeyRequest, RegistrationHeader};
@@ -24,6 +26,17 @@ pub fn registration_requests(
     start: Start,
     key: &[u8],
 ) -> Vec<RegisterDetectionKeyRequest> {
+    registration_stream(param_set, kbar, start, Arc::from(key)).collect()
+}
+
+/// [`registration_requests`], made lazily: each chunk is copied out of `key` only when the
+/// transport asks for it, so a 100 MB key is not held twice.
+pub fn registration_stream(
+    param_set: &str,
+    kbar: u32,
+    start: Start,
+    key: Arc<[u8]>,
+) -> impl Iterator<Item = RegisterDetectionKeyRequest> + Send + 'static {
     let header = RegisterDetectionKeyRequest {
         part: Some(Part::Header(RegistrationHeader {
             param_set: param_set.to_string(),
@@ -32,12 +45,11 @@ pub fn registration_requests(
             start: Some(start),
         })),
     };
-    std::iter::once(header)
-        .chain(
-            key.chunks(KEY_CHUNK_BYTES)
-                .map(|c| RegisterDetectionKeyRequest {
-                    part: Some(Part::Chunk(c.to_vec())),
-                }),
-        )
-        .collect()
+    let chunks = key.len().div_ceil(KEY_CHUNK_BYTES);
+    std::iter::once(header).chain((0..chunks).map(move |i| {
+        let end = ((i + 1) * KEY_CHUNK_BYTES).min(key.len());
+        RegisterDetectionKeyRequest {
+            part: Some(Part::Chunk(key[i * KEY_CHUNK_BYTES..end].to_vec())),
+        }
+    }))
 }

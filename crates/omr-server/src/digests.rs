@@ -22,6 +22,9 @@ const DIGEST_CACHE_ENTRIES: usize = 1024;
 pub struct DigestQuery {
     /// First board index wanted (default: the key's start). Rounded down to an epoch start.
     pub from: Option<u64>,
+    /// Stop at the first epoch boundary at or after this index (default: the key's cursor).
+    /// For splitting a range that holds more than k̄ pertinent messages.
+    pub to: Option<u64>,
 }
 
 /// The encoded digest, with the range it covers in `omr-range-start` / `omr-range-end`, the board
@@ -104,7 +107,7 @@ async fn digest(
             "the token does not belong to this key",
         ));
     }
-    let d = build(state, &meta, q.from).await?;
+    let d = build(state, &meta, q.from, q.to).await?;
     state.metrics.digest_bytes.inc_by(d.bytes.len() as u64);
     let mut h = HeaderMap::new();
     let num = |v: u64| HeaderValue::from_str(&v.to_string()).expect("digits");
@@ -123,13 +126,14 @@ async fn digest(
     Ok((StatusCode::OK, h, d.bytes.as_ref().clone()).into_response())
 }
 
-/// Sum the key's epoch accumulators from the epoch holding `from` (at most M messages) and
-/// encode the digest, from the cache when the range has not moved. The caller authenticated and
+/// Sum the key's epoch accumulators from the epoch holding `from` (at most M messages, and
+/// stopping at the first epoch boundary at or after `to`) and encode the digest, from the cache when the range has not moved. The caller authenticated and
 /// read `meta` (its cursor) just before.
 pub async fn build(
     state: &Arc<AppState>,
     meta: &omr_store::KeyMeta,
     from: Option<u64>,
+    to: Option<u64>,
 ) -> Result<BuiltDigest, ApiError> {
     let internal = |what: &'static str| move |e: omr_store::StoreError| ApiError::internal(what, e);
     let key_id = meta.key_id.as_str();
@@ -142,6 +146,14 @@ pub async fn build(
         .map_err(internal("reading the board head"))?;
     let cursor = meta.cursor;
     let from = from.unwrap_or(meta.start_index).max(meta.start_index);
+    if let Some(to) = to {
+        if to <= from {
+            return Err(ApiError::bad_request(
+                "malformed_query",
+                format!("to = {to} must be greater than from = {from}"),
+            ));
+        }
+    }
     let rows = state
         .store
         .accumulators_from(key_id, from, (params.max_range / epoch + 1) as u32)
@@ -156,7 +168,10 @@ pub async fn build(
         match acc.as_mut() {
             None => acc = Some(a),
             Some(sum) => {
-                if a.start() != sum.end() || a.end() - sum.start() > params.max_range {
+                if a.start() != sum.end()
+                    || a.end() - sum.start() > params.max_range
+                    || to.is_some_and(|to| a.start() >= to)
+                {
                     next_from = Some(sum.end());
                     break;
                 }

@@ -280,12 +280,13 @@ impl Detector for DetectorService {
         request: Request<GetDigestRequest>,
     ) -> Result<Response<Self::GetDigestStream>, Status> {
         let key_id = request.get_ref().key_id.clone();
-        let from = request.get_ref().from;
+        let (from, to) = (request.get_ref().from, request.get_ref().to);
         let meta = self.authorize(&request, &key_id).await?;
-        let d = crate::digests::build(&self.state, &meta, from)
+        let d = crate::digests::build(&self.state, &meta, from, to)
             .await
             .map_err(|e| match e.status {
                 axum::http::StatusCode::NOT_FOUND => Status::not_found(e.message),
+                axum::http::StatusCode::BAD_REQUEST => Status::invalid_argument(e.message),
                 _ => Status::internal(e.message),
             })?;
         self.state

@@ -1,0 +1,182 @@
+//! `omr`: the OMR command line. Recipients generate keys, register the detection key with omrd
+//! and retrieve their messages; senders post messages to a recipient's clue key.
+
+mod commands;
+mod demo;
+mod ui;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+const DEFAULT_HTTP: &str = "http://127.0.0.1:8080";
+const DEFAULT_GRPC: &str = "http://127.0.0.1:50051";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "omr",
+    version,
+    about = "Oblivious message retrieval: keys, registration, sending and retrieval against omrd",
+    long_about = "Oblivious message retrieval: a recipient registers an FHE detection key with an \
+omrd server; senders post messages to the recipient's public clue key; the server detects, \
+without learning who receives what, which messages are the recipient's and folds them into an \
+encrypted digest, which the recipient downloads and decodes.",
+    after_help = "A walkthrough (omrd running on 127.0.0.1 with its defaults):
+  omr keygen --out alice                       # alice/secret.key, clue.key, detection.key
+  omr register --keys alice                    # uploads detection.key, writes alice/registration.json
+  omr send --to alice/clue.key --message hi    # prints the board index
+  omr digest --keys alice                      # the messages for alice since the last call
+  omr demo                                     # all of it in one process, nothing to set up"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    /// No progress bars (they are also hidden when stderr is not a terminal).
+    #[arg(long, short, global = true)]
+    quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate a recipient's keys into a directory.
+    #[command(after_help = "Examples:
+  omr keygen --out alice
+  omr keygen --out bob --kbar 100     # digests decode up to 100 messages per range
+
+Writes DIR/secret.key (mode 0600: keep it; it is never printed), DIR/clue.key (the public \
+address senders need) and DIR/detection.key (uploaded by `omr register`).")]
+    Keygen(commands::KeygenArgs),
+    /// Upload the detection key to omrd (gRPC) and store the key id and access token.
+    #[command(after_help = "Examples:
+  omr register --keys alice
+  omr register --keys alice --grpc http://omr.example:50051 --http http://omr.example:8080
+  omr register --keys alice --start-index 0     # also detect messages already on the board
+
+Writes DIR/registration.json (mode 0600) with the key id and the access token; the token is \
+the only credential for the key's digests and is shown nowhere else.")]
+    Register(commands::RegisterArgs),
+    /// Post a message to a recipient, given their clue key.
+    #[command(after_help = "Examples:
+  omr send --to alice/clue.key --message 'lunch at noon?'
+  omr send --to alice/clue.key --payload invoice.bin
+  echo hi | omr send --to alice/clue.key --payload -
+
+Prints the message's board index.")]
+    Send(commands::SendArgs),
+    /// Retrieve the messages detected for a key since the last call.
+    #[command(after_help = "Examples:
+  omr digest --keys alice
+  omr digest --keys alice --out alice/inbox     # also writes INDEX.bin per message
+  omr digest --keys alice --from 0 --json       # everything from index 0, as JSON
+
+Remembers where it stopped in DIR/digest-state.json: the next call asks only for what is new, \
+and messages already retrieved are not shown again. A range holding more than k̄ messages is \
+split and asked for again.")]
+    Digest(commands::DigestArgs),
+    /// Show where detection stands for a registered key (cursor, board head, lag).
+    #[command(after_help = "Example:\n  omr status --keys alice")]
+    Status(commands::KeyArgs),
+    /// Delete a registered key from omrd, and its registration file.
+    #[command(after_help = "Example:\n  omr delete --keys alice")]
+    Delete(commands::KeyArgs),
+    /// Measure detection, folding, digest and decoding on this machine (no server needed).
+    #[command(after_help = "Examples:
+  omr bench --json
+  omr bench --threads 2 --messages 32 --batch 4
+
+Also times one tfhe-rs KS+PBS (PARAM_MESSAGE_2_CARRY_2 class) as a yardstick of machine speed.")]
+    Bench(commands::BenchArgs),
+    /// Run the whole flow in one process: an embedded omrd, recipients, a board, digests.
+    #[command(after_help = "Examples:
+  omr demo
+  omr demo --recipients 2 --messages 16
+  omr demo --insecure-test-params --messages 200    # fast, NOT secure
+
+Starts omrd in-process on a temporary SQLite store and ephemeral ports, creates recipients, \
+posts a board (a few messages to each recipient, the rest to an outsider), waits for \
+detection, retrieves every recipient's digest and checks it against what was sent. Exits \
+non-zero if anything differs.")]
+    Demo(demo::DemoArgs),
+}
+
+/// Server URLs: flag, then environment, then the key's registration.json, then localhost.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Servers {
+    /// omrd's HTTP base URL [default: from registration.json, else http://127.0.0.1:8080]
+    #[arg(long, env = "OMR_HTTP_URL")]
+    pub http: Option<String>,
+    /// omrd's gRPC URL [default: from registration.json, else http://127.0.0.1:50051]
+    #[arg(long, env = "OMR_GRPC_URL")]
+    pub grpc: Option<String>,
+}
+
+impl Servers {
+    pub fn client(
+        &self,
+        reg: Option<&omr_client::Registration>,
+    ) -> anyhow::Result<omr_client::Client> {
+        let http = self
+            .http
+            .clone()
+            .or_else(|| reg.and_then(|r| r.http_url.clone()))
+            .unwrap_or_else(|| DEFAULT_HTTP.to_string());
+        let grpc = self
+            .grpc
+            .clone()
+            .or_else(|| reg.map(|r| r.grpc_url.clone()))
+            .unwrap_or_else(|| DEFAULT_GRPC.to_string());
+        Ok(omr_client::Client::new(&http, &grpc)?)
+    }
+}
+
+/// The key directory argument shared by most commands.
+#[derive(Debug, Args, Clone)]
+pub struct KeysDir {
+    /// The recipient's key directory (written by `omr keygen`).
+    #[arg(long, value_name = "DIR")]
+    pub keys: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ui = ui::Ui {
+        quiet: cli.quiet || cli.json,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = runtime.block_on(async {
+        // `RUST_LOG=debug omr …` shows the SDK's (and an embedded omrd's) logs on stderr.
+        let _logs = match std::env::var_os("RUST_LOG") {
+            Some(_) => omr_server::telemetry::init(omr_server::LogFormat::Human).ok(),
+            None => None,
+        };
+        match cli.command {
+            Command::Keygen(a) => commands::keygen(a, ui, cli.json).await,
+            Command::Register(a) => commands::register(a, ui, cli.json).await,
+            Command::Send(a) => commands::send(a, cli.json).await,
+            Command::Digest(a) => commands::digest(a, ui, cli.json).await,
+            Command::Status(a) => commands::status(a, cli.json).await,
+            Command::Delete(a) => commands::delete(a, cli.json).await,
+            Command::Bench(a) => commands::bench(a, ui, cli.json).await,
+            Command::Demo(a) => demo::run(a, ui, cli.json).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Print `value` as one JSON line on stdout.
+pub fn print_json(value: &serde_json::Value) {
+    println!("{value}");
+}

@@ -1,0 +1,139 @@
+//! The SDK's one error type. Every variant says what failed, where, and — where there is one —
+//! what to do about it.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// Which of omrd's two listeners a call went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Http,
+    Grpc,
+}
+
+impl std::fmt::Display for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Api::Http => "HTTP",
+            Api::Grpc => "gRPC",
+        })
+    }
+}
+
+/// Everything a client call can fail with.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// No connection could be made (refused, DNS, TLS, connect timeout).
+    #[error("cannot reach {api} server at {url}: {reason}; is omrd running and listening there?")]
+    Unreachable {
+        api: Api,
+        url: String,
+        reason: String,
+    },
+    /// The server did not answer within the client's timeout.
+    #[error("{api} server at {url} did not answer within {secs} s")]
+    Timeout { api: Api, url: String, secs: u64 },
+    /// The call carried no token, or the server wants one.
+    #[error("{api} server at {url} refused the call: no access token ({message})")]
+    Unauthenticated {
+        api: Api,
+        url: String,
+        message: String,
+    },
+    /// The token is not the key's.
+    #[error("{api} server at {url} refused the access token for key {key_id}: {message}; is registration.json from this server?")]
+    Forbidden {
+        api: Api,
+        url: String,
+        key_id: String,
+        message: String,
+    },
+    /// The key is not registered on this server (never was, or was deleted).
+    #[error("{api} server at {url} has no detection key {key_id}; register it again with `omr register`")]
+    UnknownKey {
+        api: Api,
+        url: String,
+        key_id: String,
+    },
+    /// The server rejected the request (4xx / invalid argument …); `code` is its error code.
+    #[error("{api} server at {url} rejected the request ({code}): {message}")]
+    Rejected {
+        api: Api,
+        url: String,
+        code: String,
+        message: String,
+    },
+    /// The server failed (5xx / internal / unavailable) and retries did not help.
+    #[error("{api} server at {url} failed ({code}): {message}")]
+    Server {
+        api: Api,
+        url: String,
+        code: String,
+        message: String,
+    },
+    /// The answer did not have the expected shape.
+    #[error("unexpected answer from {api} server at {url}: {message}")]
+    Protocol {
+        api: Api,
+        url: String,
+        message: String,
+    },
+    /// A key, clue, message or digest failed to encode, decode or check.
+    #[error(transparent)]
+    Omr(#[from] omr_core::OmrError),
+    /// A digest range holds more pertinent messages than k̄ and cannot be split further (one
+    /// epoch of the server holds them all).
+    #[error("board messages [{start}, {end}) hold more than k̄ = {kbar} messages for this key and the server cannot split the range further; register a key with a larger k̄ (omr keygen --kbar)")]
+    Overflow { start: u64, end: u64, kbar: usize },
+    /// A local file could not be read or written.
+    #[error("{action} {path}: {source}")]
+    File {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A local file exists but is not what it should be.
+    #[error("{path}: {message}")]
+    BadFile { path: PathBuf, message: String },
+    /// A URL given to the client is not usable.
+    #[error("invalid {api} URL {url:?}: {message}")]
+    BadUrl {
+        api: Api,
+        url: String,
+        message: String,
+    },
+}
+
+impl Error {
+    /// Whether retrying the same idempotent call may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Unreachable { .. } | Error::Timeout { .. } | Error::Server { .. }
+        )
+    }
+
+    pub(crate) fn file(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        Error::File {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn bad_file(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::BadFile {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Shorthand for the SDK's results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

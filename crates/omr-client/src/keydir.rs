@@ -1,0 +1,340 @@
+//! A recipient's key directory: the files `omr keygen` writes and the other commands read.
+//!
+//! | file | contents | mode |
+//! |---|---|---|
+//! | `secret.key` | the secret key (decrypts digests) | 0600 |
+//! | `clue.key` | the public clue key: the recipient's address, given to senders | 0644 |
+//! | `detection.key` | the detection key uploaded to omrd (≈ 107 MB for omr-v1) | 0644 |
+//! | `registration.json` | key id and access token from `omr register` | 0600 |
+//! | `digest-state.json` | the last index retrieved and the indices already seen | 0600 |
+//!
+//! Files are written to a temporary name in the directory and renamed, so a crash never leaves a
+//! half-written key; the directory itself is created 0700.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use omr_core::{ClueKey, KeySet, SecretKey};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+pub const SECRET_KEY_FILE: &str = "secret.key";
+pub const CLUE_KEY_FILE: &str = "clue.key";
+pub const DETECTION_KEY_FILE: &str = "detection.key";
+pub const REGISTRATION_FILE: &str = "registration.json";
+pub const DIGEST_STATE_FILE: &str = "digest-state.json";
+
+/// What `omr register` learned from the server. The access token is the only credential for
+/// the key's digests: [`std::fmt::Debug`] never prints it.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Registration {
+    pub key_id: String,
+    pub access_token: String,
+    /// The first board index the key's digests cover.
+    pub start_index: u64,
+    pub param_set: String,
+    pub kbar: usize,
+    /// The servers it was registered with (defaults for later commands).
+    pub grpc_url: String,
+    #[serde(default)]
+    pub http_url: Option<String>,
+    /// RFC 3339.
+    pub registered_at: String,
+}
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("key_id", &self.key_id)
+            .field("access_token", &"<redacted>")
+            .field("start_index", &self.start_index)
+            .field("param_set", &self.param_set)
+            .field("kbar", &self.kbar)
+            .field("grpc_url", &self.grpc_url)
+            .field("http_url", &self.http_url)
+            .finish()
+    }
+}
+
+/// Where `omr digest` stands for one registered key.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DigestState {
+    /// The key these figures are for (a new registration starts over).
+    pub key_id: String,
+    /// Every pertinent message before this index has been retrieved.
+    pub next_from: u64,
+    /// Indices already retrieved at or after the start of the last digest's range (a digest
+    /// starts at an epoch boundary, so the next one may cover some of them again).
+    pub seen: BTreeSet<u64>,
+}
+
+impl DigestState {
+    /// A fresh state for a registration: nothing retrieved yet.
+    pub fn new(reg: &Registration) -> Self {
+        DigestState {
+            key_id: reg.key_id.clone(),
+            next_from: reg.start_index,
+            seen: BTreeSet::new(),
+        }
+    }
+}
+
+/// A recipient's key directory.
+#[derive(Debug, Clone)]
+pub struct KeyDir {
+    path: PathBuf,
+}
+
+impl KeyDir {
+    /// The directory at `path` (nothing is read until asked).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        KeyDir { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Write a freshly generated key set. Refuses to overwrite an existing secret key unless
+    /// `overwrite` (losing a secret key loses every digest made for it).
+    pub fn create(path: impl Into<PathBuf>, keys: &KeySet, overwrite: bool) -> Result<KeyDir> {
+        let dir = KeyDir::new(path);
+        let secret = dir.file(SECRET_KEY_FILE);
+        if secret.exists() && !overwrite {
+            return Err(Error::bad_file(
+                secret,
+                "a secret key is already there; choose another directory or pass --force to replace it (its registration and digests become useless)",
+            ));
+        }
+        create_private_dir(&dir.path)?;
+        dir.write(SECRET_KEY_FILE, &keys.secret.to_bytes(), true)?;
+        dir.write(CLUE_KEY_FILE, &keys.clue_key.to_bytes(), false)?;
+        dir.write(DETECTION_KEY_FILE, &keys.detection_key.to_bytes(), false)?;
+        // A new secret key invalidates any earlier registration and digest state.
+        for stale in [REGISTRATION_FILE, DIGEST_STATE_FILE] {
+            remove_if_exists(&dir.file(stale))?;
+        }
+        Ok(dir)
+    }
+
+    pub fn secret_key(&self) -> Result<SecretKey> {
+        let path = self.file(SECRET_KEY_FILE);
+        let bytes = read(&path)?;
+        SecretKey::from_bytes(&bytes)
+            .map_err(|e| Error::bad_file(path, format!("not a secret key: {e}")))
+    }
+
+    pub fn clue_key(&self) -> Result<ClueKey> {
+        read_clue_key(&self.file(CLUE_KEY_FILE))
+    }
+
+    /// The encoded detection key, as uploaded.
+    pub fn detection_key_bytes(&self) -> Result<Vec<u8>> {
+        read(&self.file(DETECTION_KEY_FILE))
+    }
+
+    /// The registration, if the key was registered.
+    pub fn registration(&self) -> Result<Option<Registration>> {
+        self.read_json(REGISTRATION_FILE)
+    }
+
+    /// The registration, or an error telling how to make one.
+    pub fn require_registration(&self) -> Result<Registration> {
+        self.registration()?.ok_or_else(|| {
+            Error::bad_file(
+                self.file(REGISTRATION_FILE),
+                "not registered yet: run `omr register --keys DIR` first",
+            )
+        })
+    }
+
+    pub fn save_registration(&self, reg: &Registration) -> Result<()> {
+        self.write_json(REGISTRATION_FILE, reg)?;
+        // Digest state belongs to the previous registration, if any.
+        remove_if_exists(&self.file(DIGEST_STATE_FILE))
+    }
+
+    /// Forget the registration (after the key was deleted on the server).
+    pub fn remove_registration(&self) -> Result<()> {
+        remove_if_exists(&self.file(REGISTRATION_FILE))?;
+        remove_if_exists(&self.file(DIGEST_STATE_FILE))
+    }
+
+    /// The digest state for `reg`: the stored one if it is for this key, else a fresh one.
+    pub fn digest_state(&self, reg: &Registration) -> Result<DigestState> {
+        Ok(self
+            .read_json::<DigestState>(DIGEST_STATE_FILE)?
+            .filter(|s| s.key_id == reg.key_id)
+            .unwrap_or_else(|| DigestState::new(reg)))
+    }
+
+    pub fn save_digest_state(&self, state: &DigestState) -> Result<()> {
+        self.write_json(DIGEST_STATE_FILE, state)
+    }
+
+    fn read_json<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>> {
+        let path = self.file(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| Error::bad_file(path, format!("not valid: {e}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::file("cannot read", path, e)),
+        }
+    }
+
+    fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(value).expect("serializable");
+        bytes.push(b'\n');
+        self.write(name, &bytes, true)
+    }
+
+    /// Write `name` atomically (temporary file + rename), mode 0600 when `private`.
+    fn write(&self, name: &str, bytes: &[u8], private: bool) -> Result<()> {
+        let path = self.file(name);
+        let tmp = self.file(&format!(".{name}.tmp"));
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(if private { 0o600 } else { 0o644 });
+        }
+        let mut f = opts
+            .open(&tmp)
+            .map_err(|e| Error::file("cannot create", &tmp, e))?;
+        #[cfg(unix)]
+        if private {
+            // The mode above only applies to new files; an old temporary may have another.
+            use std::os::unix::fs::PermissionsExt;
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| Error::file("cannot protect", &tmp, e))?;
+        }
+        f.write_all(bytes)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| Error::file("cannot write", &tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::file("cannot write", &path, e))
+    }
+}
+
+/// Read a clue key file (a recipient's public address).
+pub fn read_clue_key(path: &Path) -> Result<ClueKey> {
+    let bytes = read(path)?;
+    ClueKey::from_bytes(&bytes).map_err(|e| Error::bad_file(path, format!("not a clue key: {e}")))
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::file("cannot read", path, e))
+}
+
+fn remove_if_exists(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::file("cannot remove", path, e))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn create_private_dir(path: &Path) -> Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(path)
+        .map_err(|e| Error::file("cannot create directory", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_the_secret_key_is_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = omr_core::keygen(&omr_core::INSECURE_TEST, 4).unwrap();
+        let kd = KeyDir::create(dir.path().join("alice"), &keys, false).unwrap();
+        assert_eq!(kd.secret_key().unwrap().kbar(), 4);
+        assert_eq!(kd.clue_key().unwrap().to_bytes(), keys.clue_key.to_bytes());
+        assert_eq!(
+            kd.detection_key_bytes().unwrap(),
+            keys.detection_key.to_bytes()
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode =
+                |n: &str| std::fs::metadata(kd.file(n)).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(SECRET_KEY_FILE), 0o600);
+            assert_eq!(mode(CLUE_KEY_FILE), 0o644);
+            let dmode = std::fs::metadata(kd.path()).unwrap().permissions().mode() & 0o777;
+            assert_eq!(dmode, 0o700);
+        }
+        // A second keygen into the same directory is refused, and changes nothing.
+        let other = omr_core::keygen(&omr_core::INSECURE_TEST, 4).unwrap();
+        let e = KeyDir::create(kd.path(), &other, false).unwrap_err();
+        assert!(e.to_string().contains("already there"), "{e}");
+        assert_eq!(kd.clue_key().unwrap().to_bytes(), keys.clue_key.to_bytes());
+    }
+
+    #[test]
+    fn registration_is_private_and_never_debug_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let kd = KeyDir::new(dir.path());
+        assert!(kd.registration().unwrap().is_none());
+        assert!(kd
+            .require_registration()
+            .unwrap_err()
+            .to_string()
+            .contains("omr register"));
+        let reg = Registration {
+            key_id: "k1".into(),
+            access_token: "s3cr3t-token".into(),
+            start_index: 7,
+            param_set: "insecure-test".into(),
+            kbar: 4,
+            grpc_url: "http://127.0.0.1:1".into(),
+            http_url: None,
+            registered_at: "2026-11-22T00:00:00Z".into(),
+        };
+        kd.save_registration(&reg).unwrap();
+        assert_eq!(kd.registration().unwrap(), Some(reg.clone()));
+        assert!(!format!("{reg:?}").contains("s3cr3t"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let m = std::fs::metadata(kd.file(REGISTRATION_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(m & 0o777, 0o600);
+        }
+        let mut st = kd.digest_state(&reg).unwrap();
+        assert_eq!(st.next_from, 7);
+        st.next_from = 40;
+        st.seen.insert(39);
+        kd.save_digest_state(&st).unwrap();
+        assert_eq!(kd.digest_state(&reg).unwrap(), st);
+        // State of another key is ignored.
+        let other = Registration {
+            key_id: "k2".into(),
+            ..reg
+        };
+        assert_eq!(kd.digest_state(&other).unwrap().next_from, 7);
+        std::fs::write(kd.file(REGISTRATION_FILE), b"{not json").unwrap();
+        let e = kd.registration().unwrap_err().to_string();
+        assert!(
+            e.contains("registration.json") && e.contains("not valid"),
+            "{e}"
+        );
+    }
+}

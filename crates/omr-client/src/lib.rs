@@ -1,0 +1,73 @@
+//! omr-client: a Rust SDK for `omrd`, the OMR detector service, and the `omr` command line.
+//!
+//! - [`Client`] talks to one omrd: [`Client::send`] posts a message to a recipient's clue key
+//!   (HTTP), [`Client::register`] uploads a detection key (gRPC client stream),
+//!   [`Client::key_status`] and [`Client::delete_key`] manage it, and [`Client::retrieve`]
+//!   downloads what is new in the key's digest, decodes it with the secret key, splits ranges
+//!   that overflow k̄ and drops messages already seen.
+//! - [`KeyDir`] keeps a recipient's keys, registration and retrieval state in a directory, the
+//!   secret parts with mode 0600.
+//! - Errors are one enum, [`Error`], naming the server or file and what to do;
+//!   [`Error::is_transient`] tells which the client already retried (with exponential backoff,
+//!   for calls that are safe to repeat).
+//!
+//! # Example
+//!
+//! A recipient registers, a sender posts, the recipient retrieves. (Here the omrd runs in this
+//! process on ephemeral ports with the fast insecure test parameters; normally it runs
+//! elsewhere with `omr-v1`.)
+//!
+//! ```
+//! use omr_client::{Client, DigestState, StartAt};
+//!
+//! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # let app = omr_server::Application::build(omr_server::Config {
+//! #     http_addr: "127.0.0.1:0".parse()?,
+//! #     grpc_addr: "127.0.0.1:0".parse()?,
+//! #     data_dir: dir.path().to_path_buf(),
+//! #     param_set: omr_core::INSECURE_TEST.name.to_string(),
+//! #     allow_insecure_params: true,
+//! #     ..Default::default()
+//! # }).await?;
+//! # let (http, grpc) = (format!("http://{}", app.http_addr()), format!("http://{}", app.grpc_addr()));
+//! # tokio::spawn(app.run_until_stopped(std::future::pending::<()>()));
+//! let client = Client::new(&http, &grpc)?;
+//!
+//! // The recipient: keys for at most 4 messages per digest, and a registered detection key.
+//! let keys = omr_core::keygen(&omr_core::INSECURE_TEST, 4)?;
+//! let reg = client
+//!     .register(&keys.detection_key.to_bytes(), StartAt::Now, None)
+//!     .await?;
+//!
+//! // A sender, who knows only the recipient's public clue key.
+//! let index = client.send(&keys.clue_key, b"hello").await?;
+//!
+//! // The recipient, later: wait until the server has detected the message, then retrieve.
+//! while client.key_status(&reg).await?.lag > 0 {
+//!     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+//! }
+//! let mut state = DigestState::new(&reg);
+//! let got = client.retrieve(&keys.secret, &reg, &mut state, None).await?;
+//! assert_eq!(got.messages.len(), 1);
+//! assert_eq!((got.messages[0].index, &got.messages[0].payload[..]), (index, &b"hello"[..]));
+//!
+//! // Asking again returns nothing new.
+//! let again = client.retrieve(&keys.secret, &reg, &mut state, None).await?;
+//! assert!(again.messages.is_empty());
+//! # Ok(())
+//! # }
+//! ```
+
+mod client;
+mod error;
+pub mod keydir;
+mod retrieve;
+
+pub use client::{
+    Client, ClientOptions, FetchedDigest, KeyStatus, Progress, ServerParams, StartAt,
+};
+pub use error::{Api, Error, Result};
+pub use keydir::{DigestState, KeyDir, Registration};
+pub use retrieve::{split_point, Retrieval};

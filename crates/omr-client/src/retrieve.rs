@@ -1,0 +1,152 @@
+//! Retrieval: fetch what is new for a key since the last call, decode it, drop what was already
+//! seen, and split a range that holds more than k̄ messages.
+
+use omr_core::{OmrError, Retrieved, SecretKey};
+use serde::Serialize;
+
+use crate::client::{Client, FetchedDigest, Progress};
+use crate::error::{Error, Result};
+use crate::keydir::{DigestState, Registration};
+
+/// What one [`Client::retrieve`] call found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Retrieval {
+    /// Messages not retrieved before, by index.
+    #[serde(skip)]
+    pub messages: Vec<Retrieved>,
+    /// Board range examined: every pertinent message in `[from, to)` has now been retrieved.
+    pub from: u64,
+    pub to: u64,
+    pub board_head: u64,
+    /// Board messages the server has not detected for this key yet (retrieve again later).
+    pub lag: u64,
+    /// Digests downloaded, their encoded bytes, and how often a range was split in two.
+    pub digests: usize,
+    pub digest_bytes: usize,
+    pub splits: usize,
+}
+
+impl Client {
+    /// Retrieve the key's messages the server has detected since `state` was last advanced.
+    ///
+    /// Asks from `state.next_from`, follows the server's paging, splits a range that holds more
+    /// than k̄ messages at an epoch boundary and asks for both halves, and skips messages already
+    /// in `state.seen` (digests start on epoch boundaries, so a digest may cover part of the last
+    /// one again). On success `state` is advanced; save it to make the next call incremental.
+    pub async fn retrieve(
+        &self,
+        secret: &SecretKey,
+        reg: &Registration,
+        state: &mut DigestState,
+        progress: Option<Progress>,
+    ) -> Result<Retrieval> {
+        if state.key_id != reg.key_id {
+            *state = DigestState::new(reg);
+        }
+        let mut out = Retrieval {
+            from: state.next_from,
+            to: state.next_from,
+            ..Retrieval::default()
+        };
+        loop {
+            let d = self
+                .digest(reg, Some(state.next_from), None, progress.clone())
+                .await?;
+            out.board_head = d.board_head;
+            out.lag = d.lag;
+            let (range_start, more) = (d.range_start, d.next_from);
+            let (found, end) = self
+                .decode_or_split(secret, reg, d, &mut out, progress.clone())
+                .await?;
+            for r in found {
+                if state.seen.insert(r.index) {
+                    out.messages.push(r);
+                }
+            }
+            // Later digests start at or after this one's start: older indices cannot recur.
+            state.seen = state.seen.split_off(&range_start);
+            let advanced = end > state.next_from;
+            state.next_from = state.next_from.max(end);
+            out.to = state.next_from;
+            if more.is_none() || !advanced {
+                break;
+            }
+        }
+        out.messages.sort_by_key(|r| r.index);
+        Ok(out)
+    }
+
+    /// Decode `d`; on overflow ask for the two halves of its range and decode each (recursively).
+    /// Returns the messages and the end of the range covered.
+    async fn decode_or_split(
+        &self,
+        secret: &SecretKey,
+        reg: &Registration,
+        d: FetchedDigest,
+        out: &mut Retrieval,
+        progress: Option<Progress>,
+    ) -> Result<(Vec<Retrieved>, u64)> {
+        out.digests += 1;
+        out.digest_bytes += d.encoded_bytes;
+        match secret.decode(&d.digest) {
+            Ok(found) => Ok((found, d.range_end)),
+            Err(OmrError::Overflow { kbar, .. }) => {
+                let (start, end) = (d.range_start, d.range_end);
+                let mid = split_point(start, end, d.epoch_length).ok_or(Error::Overflow {
+                    start,
+                    end,
+                    kbar,
+                })?;
+                tracing::info!(start, mid, end, "more than k̄ messages in range: splitting");
+                out.splits += 1;
+                let left = self
+                    .digest(reg, Some(start), Some(mid), progress.clone())
+                    .await?;
+                let (mut found, _) =
+                    Box::pin(self.decode_or_split(secret, reg, left, out, progress.clone()))
+                        .await?;
+                let right = self
+                    .digest(reg, Some(mid), Some(end), progress.clone())
+                    .await?;
+                let (more, end) =
+                    Box::pin(self.decode_or_split(secret, reg, right, out, progress)).await?;
+                found.extend(more);
+                Ok((found, end))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// An epoch boundary strictly inside `(start, end)`, as close to the middle as boundaries
+/// allow; `None` when the range lies within one epoch.
+pub fn split_point(start: u64, end: u64, epoch: u64) -> Option<u64> {
+    let epoch = epoch.max(1);
+    let first = (start / epoch + 1) * epoch;
+    let last = end.checked_sub(1)? / epoch * epoch;
+    if first > last || first >= end {
+        return None;
+    }
+    let mid = start + (end - start) / 2;
+    Some((mid / epoch * epoch).clamp(first, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_point;
+
+    #[test]
+    fn split_points_are_epoch_boundaries_inside_the_range() {
+        assert_eq!(split_point(0, 16, 4), Some(8));
+        assert_eq!(split_point(0, 8, 4), Some(4));
+        assert_eq!(split_point(0, 5, 4), Some(4));
+        assert_eq!(split_point(3, 9, 4), Some(4));
+        assert_eq!(split_point(4, 13, 4), Some(8));
+        // One epoch (or part of one): nothing to split.
+        assert_eq!(split_point(0, 4, 4), None);
+        assert_eq!(split_point(5, 8, 4), None);
+        assert_eq!(split_point(0, 0, 4), None);
+        assert_eq!(split_point(0, 1, 1), None);
+        assert_eq!(split_point(0, 2, 1), Some(1));
+    }
+}

@@ -1,0 +1,253 @@
+//! The benchmark behind `omr bench`: per-stage detection timings, sizes, digest and decode time
+//! on this machine, and one tfhe-rs KS+PBS as a machine-speed yardstick, as one JSON object (the
+//! shape DESIGN.md specifies).
+
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use tfhe::core_crypto::prelude::*;
+
+use crate::{keygen, Clue, FoldScratch, OmrError, ParamSet, Pertinency, StageTimes};
+
+/// What to measure.
+#[derive(Debug, Clone, Copy)]
+pub struct BenchOptions {
+    pub params: &'static ParamSet,
+    /// Threads detecting in parallel (a rayon pool of this size).
+    pub threads: usize,
+    /// Board messages detected.
+    pub messages: usize,
+    pub kbar: usize,
+    /// How many of the messages are for the benchmarked recipient (spread evenly).
+    pub pertinent: usize,
+    /// Clues detected together (they share the key loads).
+    pub batch: usize,
+}
+
+impl BenchOptions {
+    /// Defaults for `params`: 1 thread, 8 messages, k̄ = 50 (capped by the set), half pertinent.
+    pub fn new(params: &'static ParamSet) -> Self {
+        let kbar = 50.min(params.max_kbar);
+        BenchOptions {
+            params,
+            threads: 1,
+            messages: 8,
+            kbar,
+            pertinent: 4,
+            batch: 1,
+        }
+    }
+}
+
+/// The phases [`run`] reports progress for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchPhase {
+    Keygen,
+    Reference,
+    /// Detection; the progress callback counts messages.
+    Detect,
+    Fold,
+    Decode,
+}
+
+/// Run the benchmark; `progress(phase, done, total)` is called as it goes. Checks that the
+/// decoded indices are exactly the pertinent ones.
+pub fn run(
+    o: &BenchOptions,
+    progress: &(dyn Fn(BenchPhase, u64, u64) + Sync),
+) -> Result<serde_json::Value, OmrError> {
+    let params = o.params;
+    let (messages, kbar, pertinent) = (o.messages.max(1), o.kbar, o.pertinent);
+    if pertinent > messages || pertinent > kbar {
+        return Err(OmrError::malformed(
+            "benchmark options",
+            format!("pertinent = {pertinent} must be at most messages = {messages} and k̄ = {kbar}"),
+        ));
+    }
+    let batch = o.batch.max(1);
+    let mine = |i: usize| (i * pertinent) % messages < pertinent;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(o.threads.max(1))
+        .build()
+        .map_err(|e| OmrError::malformed("benchmark options", e.to_string()))?;
+
+    progress(BenchPhase::Keygen, 0, 2);
+    let t0 = Instant::now();
+    let keys = keygen(params, kbar)?;
+    let keygen_ms = ms(t0.elapsed());
+    let dk_bytes = keys.detection_key.to_bytes();
+    let t0 = Instant::now();
+    let dk = keys.detection_key.expand();
+    let expand_ms = ms(t0.elapsed());
+    let other = keygen(params, kbar)?;
+    progress(BenchPhase::Keygen, 2, 2);
+
+    // `pertinent` messages of the board are for the recipient, spread evenly; the rest are for
+    // someone else.
+    let clues: Vec<Clue> = (0..messages)
+        .map(|i| {
+            if mine(i) {
+                keys.clue_key.make_clue()
+            } else {
+                other.clue_key.make_clue()
+            }
+        })
+        .collect();
+    let payload = vec![0xA5u8; params.payload_bytes];
+
+    progress(BenchPhase::Reference, 0, 1);
+    let reference = reference_pbs_ms();
+    progress(BenchPhase::Reference, 1, 1);
+
+    let done = std::sync::atomic::AtomicU64::new(0);
+    progress(BenchPhase::Detect, 0, messages as u64);
+    let t0 = Instant::now();
+    let chunks: Vec<Vec<&Clue>> = clues.chunks(batch).map(|c| c.iter().collect()).collect();
+    let timed: Vec<(Vec<Pertinency>, StageTimes)> = pool.install(|| {
+        chunks
+            .par_iter()
+            .map(|c| {
+                let r = dk.detect_timed(c);
+                let n = done.fetch_add(c.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                progress(BenchPhase::Detect, n + c.len() as u64, messages as u64);
+                r
+            })
+            .collect::<Result<_, _>>()
+    })?;
+    let detect_wall = t0.elapsed();
+    let mut stages = StageTimes::default();
+    for (_, s) in &timed {
+        stages += *s;
+    }
+    let results: Vec<Pertinency> = timed.into_iter().flat_map(|(p, _)| p).collect();
+
+    progress(BenchPhase::Fold, 0, 1);
+    let mut acc = dk.new_accumulator(0);
+    let mut scratch = FoldScratch::default();
+    let t0 = Instant::now();
+    for (i, pv) in results.iter().enumerate() {
+        dk.fold(&mut acc, i as u64, pv, &payload, &mut scratch)?;
+    }
+    let fold_total = t0.elapsed();
+    progress(BenchPhase::Fold, 1, 1);
+    progress(BenchPhase::Decode, 0, 1);
+    let t0 = Instant::now();
+    let digest = dk.digest(&acc)?;
+    let digest_encode_ms = ms(t0.elapsed());
+    let digest_bytes = digest.to_bytes();
+    let t0 = Instant::now();
+    let got = keys.secret.decode(&digest)?;
+    let decode_ms = ms(t0.elapsed());
+    progress(BenchPhase::Decode, 1, 1);
+    let expected: Vec<u64> = (0..messages)
+        .filter(|&i| mine(i))
+        .map(|i| i as u64)
+        .collect();
+    let got: Vec<u64> = got.iter().map(|r| r.index).collect();
+    if got != expected {
+        return Err(OmrError::malformed(
+            "benchmark digest",
+            format!("decoded indices {got:?} differ from the pertinent ones {expected:?}"),
+        ));
+    }
+
+    let n = messages as f64;
+    Ok(serde_json::json!({
+        "param_set": params.name,
+        "threads": o.threads.max(1),
+        "messages": messages,
+        "kbar": kbar,
+        "batch": batch,
+        "pertinent": pertinent,
+        "detect_ms_per_message": ms(detect_wall) / n,
+        "reference_pbs_ms": reference,
+        "stage_ms": {
+            "level1": ms(stages.level1) / n,
+            "keyswitch": ms(stages.keyswitch) / n,
+            "level2": ms(stages.level2) / n,
+            "trace": ms(stages.trace) / n,
+            "fold": ms(fold_total) / n,
+        },
+        "clue_bytes": clues[0].to_bytes().len(),
+        "clue_key_bytes": keys.clue_key.to_bytes().len(),
+        "detection_key_bytes": dk_bytes.len(),
+        "detection_key_memory_bytes": dk.memory_bytes(),
+        "digest_bytes": digest_bytes.len(),
+        "digest_encode_ms": digest_encode_ms,
+        "decode_ms": decode_ms,
+        "keygen_ms": keygen_ms,
+        "expand_ms": expand_ms,
+    }))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// One KS + PBS at tfhe-rs's PARAM_MESSAGE_2_CARRY_2_KS_PBS (TUniform, 2^-128) parameters,
+/// through core_crypto: the machine-speed yardstick.
+pub fn reference_pbs_ms() -> f64 {
+    let mut seeder = new_seeder();
+    let seeder = seeder.as_mut();
+    let mut sgen = SecretRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed());
+    let mut egen = EncryptionRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed(), seeder);
+    let small: LweSecretKeyOwned<u64> =
+        allocate_and_generate_new_binary_lwe_secret_key(LweDimension(918), &mut sgen);
+    let glwe: GlweSecretKeyOwned<u64> = allocate_and_generate_new_binary_glwe_secret_key(
+        GlweDimension(1),
+        PolynomialSize(2048),
+        &mut sgen,
+    );
+    let big = glwe.clone().into_lwe_secret_key();
+    let m = CiphertextModulus::new_native();
+    let bsk = par_allocate_and_generate_new_lwe_bootstrap_key(
+        &small,
+        &glwe,
+        DecompositionBaseLog(23),
+        DecompositionLevelCount(1),
+        DynamicDistribution::new_t_uniform(17),
+        m,
+        &mut egen,
+    );
+    let mut fbsk = FourierLweBootstrapKey::new(
+        LweDimension(918),
+        GlweSize(2),
+        PolynomialSize(2048),
+        DecompositionBaseLog(23),
+        DecompositionLevelCount(1),
+    );
+    par_convert_standard_lwe_bootstrap_key_to_fourier(&bsk, &mut fbsk);
+    let ksk = allocate_and_generate_new_lwe_keyswitch_key(
+        &big,
+        &small,
+        DecompositionBaseLog(4),
+        DecompositionLevelCount(4),
+        DynamicDistribution::new_t_uniform(45),
+        m,
+        &mut egen,
+    );
+    let ct = allocate_and_encrypt_new_lwe_ciphertext(
+        &big,
+        Plaintext(3u64 << 60),
+        DynamicDistribution::new_t_uniform(17),
+        m,
+        &mut egen,
+    );
+    let lut = generate_programmable_bootstrap_glwe_lut(
+        PolynomialSize(2048),
+        GlweSize(2),
+        16,
+        m,
+        1u64 << 59,
+        |x: u64| x,
+    );
+    let mut ks_out = LweCiphertext::new(0u64, LweSize(919), m);
+    let mut out = LweCiphertext::new(0u64, LweSize(2049), m);
+    let runs = 10;
+    let start = Instant::now();
+    for _ in 0..runs {
+        keyswitch_lwe_ciphertext(&ksk, &ct, &mut ks_out);
+        programmable_bootstrap_lwe_ciphertext(&ks_out, &mut out, &lut, &fbsk);
+    }
+    ms(start.elapsed()) / runs as f64
+}
