@@ -65,8 +65,8 @@ pub struct DigestState {
     pub key_id: String,
     /// Every pertinent message before this index has been retrieved.
     pub next_from: u64,
-    /// Indices already retrieved at or after the start of the last digest's range (a digest
-    /// starts at an epoch boundary, so the next one may cover some of them again).
+    /// Indices already retrieved in the epoch holding `next_from` (a digest starts at an epoch
+    /// boundary, so the next one covers them again).
     pub seen: BTreeSet<u64>,
 }
 

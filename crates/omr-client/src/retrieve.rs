@@ -54,7 +54,7 @@ impl Client {
                 .await?;
             out.board_head = d.board_head;
             out.lag = d.lag;
-            let (range_start, more) = (d.range_start, d.next_from);
+            let (epoch, more) = (d.epoch_length.max(1), d.next_from);
             let (found, end) = self
                 .decode_or_split(secret, reg, d, &mut out, progress.clone())
                 .await?;
@@ -63,10 +63,12 @@ impl Client {
                     out.messages.push(r);
                 }
             }
-            // Later digests start at or after this one's start: older indices cannot recur.
-            state.seen = state.seen.split_off(&range_start);
             let advanced = end > state.next_from;
             state.next_from = state.next_from.max(end);
+            // The next digest starts at the epoch boundary at or below `next_from` (or at the
+            // key's start): indices below it cannot recur.
+            let floor = (state.next_from / epoch * epoch).max(reg.start_index);
+            state.seen = state.seen.split_off(&floor);
             out.to = state.next_from;
             if more.is_none() || !advanced {
                 break;

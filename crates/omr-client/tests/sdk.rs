@@ -1,0 +1,177 @@
+//! The SDK against a real omrd: retrieval across epochs, overflow splitting, typed errors.
+
+use std::time::{Duration, Instant};
+
+use omr_client::{Client, ClientOptions, DigestState, Error, Registration, StartAt};
+use omr_core::KeySet;
+use omr_e2e::{StoreKind, TestServer};
+
+async fn wait_detected(client: &Client, reg: &Registration) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client.key_status(reg).await.unwrap().lag > 0 {
+        assert!(Instant::now() < deadline, "detection stalled");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// A server whose accumulator epochs are 4 messages long.
+async fn server_with_short_epochs(dir: &tempfile::TempDir) -> TestServer {
+    let mut config = TestServer::config(&StoreKind::Sqlite, dir.path().to_path_buf());
+    config.epoch_len = 4;
+    TestServer::start_with(config).await
+}
+
+fn keys(kbar: usize) -> KeySet {
+    omr_core::keygen(&omr_core::INSECURE_TEST, kbar).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_over_kbar_is_split_at_epoch_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_short_epochs(&dir).await;
+    let client = Client::new(&server.url(""), &server.grpc_url()).unwrap();
+    let (me, other) = (keys(2), keys(2));
+    let reg = client
+        .register(&me.detection_key.to_bytes(), StartAt::Index(0), None)
+        .await
+        .unwrap();
+    // Two messages for me in each of the epochs [0, 4), [4, 8), [8, 12): six in all, k̄ = 2.
+    let mut mine = Vec::new();
+    for i in 0..12u64 {
+        let to = if i % 4 < 2 { &me } else { &other };
+        let payload = format!("m{i}").into_bytes();
+        let index = client.send(&to.clue_key, &payload).await.unwrap();
+        assert_eq!(index, i);
+        if i % 4 < 2 {
+            mine.push((i, payload));
+        }
+    }
+    wait_detected(&client, &reg).await;
+    let mut state = DigestState::new(&reg);
+    let got = client
+        .retrieve(&me.secret, &reg, &mut state, None)
+        .await
+        .unwrap();
+    let got_pairs: Vec<(u64, Vec<u8>)> = got
+        .messages
+        .iter()
+        .map(|m| (m.index, m.payload.clone()))
+        .collect();
+    assert_eq!(got_pairs, mine);
+    assert!(got.splits >= 2, "splits: {}", got.splits);
+    assert_eq!((got.from, got.to, got.lag), (0, 12, 0));
+    assert_eq!(state.next_from, 12);
+
+    // Then one message at a time inside the epoch [12, 16) (at most k̄ = 2 there): each digest
+    // covers the epoch from its start again, and only the new message is returned.
+    for i in 12..14u64 {
+        let p = format!("m{i}").into_bytes();
+        assert_eq!(client.send(&me.clue_key, &p).await.unwrap(), i);
+        wait_detected(&client, &reg).await;
+        let got = client
+            .retrieve(&me.secret, &reg, &mut state, None)
+            .await
+            .unwrap();
+        let got_pairs: Vec<(u64, Vec<u8>)> = got
+            .messages
+            .into_iter()
+            .map(|m| (m.index, m.payload))
+            .collect();
+        assert_eq!(got_pairs, vec![(i, p)]);
+        assert_eq!((got.splits, got.to), (0, i + 1));
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_epoch_over_kbar_is_a_clear_error_and_state_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_short_epochs(&dir).await;
+    let client = Client::new(&server.url(""), &server.grpc_url()).unwrap();
+    let me = keys(1);
+    let reg = client
+        .register(&me.detection_key.to_bytes(), StartAt::Now, None)
+        .await
+        .unwrap();
+    for i in 0..3 {
+        client.send(&me.clue_key, &[i]).await.unwrap();
+    }
+    wait_detected(&client, &reg).await;
+    let mut state = DigestState::new(&reg);
+    let before = state.clone();
+    let e = client
+        .retrieve(&me.secret, &reg, &mut state, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Overflow { kbar: 1, .. }), "{e}");
+    assert!(e.to_string().contains("larger k̄"), "{e}");
+    assert_eq!(state, before);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_typed() {
+    let server = TestServer::start(&StoreKind::Sqlite).await;
+    let client = Client::new(&server.url(""), &server.grpc_url()).unwrap();
+    let me = keys(2);
+    let reg = client
+        .register(&me.detection_key.to_bytes(), StartAt::Now, None)
+        .await
+        .unwrap();
+    assert_eq!(client.params().await.unwrap().param_set, "insecure-test");
+    assert_eq!(client.grpc_params().await.unwrap(), "insecure-test");
+
+    let wrong = Registration {
+        access_token: "11".repeat(32),
+        ..reg.clone()
+    };
+    let e = client.digest(&wrong, None, None, None).await.unwrap_err();
+    assert!(matches!(e, Error::Forbidden { .. }), "{e}");
+    let e = client.key_status(&wrong).await.unwrap_err();
+    assert!(matches!(e, Error::Forbidden { .. }), "{e}");
+    let e = client
+        .digest(&reg, Some(5), Some(5), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::Rejected { ref code, .. } if code == "malformed_query"),
+        "{e}"
+    );
+
+    client.delete_key(&reg).await.unwrap();
+    let e = client.key_status(&reg).await.unwrap_err();
+    assert!(matches!(e, Error::UnknownKey { .. }), "{e}");
+    let e = client.digest(&reg, None, None, None).await.unwrap_err();
+    assert!(matches!(e, Error::UnknownKey { .. }), "{e}");
+
+    // A malformed detection key is refused before anything is sent.
+    let e = client
+        .register(b"not a key", StartAt::Now, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Omr(_)), "{e}");
+
+    // Nothing listens on port 1: unreachable, after the configured retries.
+    let options = ClientOptions {
+        retries: 2,
+        backoff: Duration::from_millis(10),
+        ..ClientOptions::default()
+    };
+    let dead = Client::with_options("http://127.0.0.1:1", "http://127.0.0.1:1", options).unwrap();
+    let started = Instant::now();
+    let e = dead.params().await.unwrap_err();
+    assert!(
+        matches!(e, Error::Unreachable { .. }) && e.is_transient(),
+        "{e}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(30), "no backoff");
+    let e = dead.key_status(&reg).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("cannot reach gRPC server at http://127.0.0.1:1"),
+        "{e}"
+    );
+    let e = dead.send(&me.clue_key, b"x").await.unwrap_err();
+    assert!(matches!(e, Error::Unreachable { .. }), "{e}");
+    server.stop().await;
+}
