@@ -154,6 +154,22 @@ impl DetectorService {
         }
         Ok(meta)
     }
+
+    async fn build_digest(
+        &self,
+        request: &Request<GetDigestRequest>,
+    ) -> Result<crate::digests::BuiltDigest, Status> {
+        let key_id = &request.get_ref().key_id;
+        let (from, to) = (request.get_ref().from, request.get_ref().to);
+        let meta = self.authorize(request, key_id).await?;
+        crate::digests::build(&self.state, &meta, from, to)
+            .await
+            .map_err(|e| match e.status {
+                axum::http::StatusCode::NOT_FOUND => Status::not_found(e.message),
+                axum::http::StatusCode::BAD_REQUEST => Status::invalid_argument(e.message),
+                _ => Status::internal(e.message),
+            })
+    }
 }
 
 #[tonic::async_trait]
@@ -279,21 +295,24 @@ impl Detector for DetectorService {
         &self,
         request: Request<GetDigestRequest>,
     ) -> Result<Response<Self::GetDigestStream>, Status> {
-        let key_id = request.get_ref().key_id.clone();
-        let (from, to) = (request.get_ref().from, request.get_ref().to);
-        let meta = self.authorize(&request, &key_id).await?;
-        let d = crate::digests::build(&self.state, &meta, from, to)
-            .await
-            .map_err(|e| match e.status {
-                axum::http::StatusCode::NOT_FOUND => Status::not_found(e.message),
-                axum::http::StatusCode::BAD_REQUEST => Status::invalid_argument(e.message),
-                _ => Status::internal(e.message),
-            })?;
+        let result = self.build_digest(&request).await;
+        // The same outcome labels as the HTTP route's error codes.
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(s) => match s.code() {
+                tonic::Code::Unauthenticated => "unauthorized",
+                tonic::Code::PermissionDenied => "forbidden",
+                tonic::Code::NotFound => "unknown_key",
+                tonic::Code::InvalidArgument => "malformed_query",
+                _ => "internal",
+            },
+        };
         self.state
             .metrics
             .digest_requests
-            .with_label_values(&["ok"])
+            .with_label_values(&[outcome])
             .inc();
+        let d = result?;
         self.state.metrics.digest_bytes.inc_by(d.bytes.len() as u64);
         let header = GetDigestResponse {
             part: Some(DigestPart::Header(DigestHeader {

@@ -118,10 +118,13 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
         held = leased;
         state.metrics.leased_keys.set(held.len() as i64);
         let keys = match state.store.active_keys().await {
-            Ok(k) => k
-                .into_iter()
-                .filter(|k| held.contains(&k.key_id))
-                .collect::<Vec<_>>(),
+            Ok(k) => {
+                // All registered keys (what the fleet must serve), then the ones held here.
+                state.metrics.active_keys.set(k.len() as i64);
+                k.into_iter()
+                    .filter(|k| held.contains(&k.key_id))
+                    .collect::<Vec<_>>()
+            }
             Err(e) => {
                 tracing::error!(error = %e, "listing keys failed; retrying");
                 tokio::select! { _ = tokio::time::sleep(poll) => continue, _ = cancel.cancelled() => break }
@@ -159,7 +162,6 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
             max_lag = max_lag.max(lag);
         }
         state.metrics.max_lag.set(max_lag as i64);
-        state.metrics.active_keys.set(keys.len() as i64);
         if !progressed {
             tokio::select! {
                 _ = state.board_notify.notified() => {}
