@@ -154,47 +154,60 @@ pub async fn build(
             ));
         }
     }
-    let rows = state
+    let limit = (params.max_range / epoch + 1) as u32;
+    // Decide the range from the epochs' bounds alone: a cached digest is served without reading
+    // any accumulator data.
+    let ranges = state
         .store
-        .accumulators_from(key_id, from, (params.max_range / epoch + 1) as u32)
+        .accumulator_ranges_from(key_id, from, limit)
         .await
         .map_err(internal("reading accumulators"))?;
-    let bad = |what: &'static str| move |e: omr_core::OmrError| ApiError::internal(what, e);
-    // Sum consecutive epochs from the first one, at most M messages.
-    let mut acc: Option<Accumulator> = None;
-    let mut next_from = None;
-    for row in &rows {
-        let a = Accumulator::from_bytes(&row.data).map_err(bad("decoding an accumulator"))?;
-        match acc.as_mut() {
-            None => acc = Some(a),
-            Some(sum) => {
-                if a.start() != sum.end()
-                    || a.end() - sum.start() > params.max_range
-                    || to.is_some_and(|to| a.start() >= to)
-                {
-                    next_from = Some(sum.end());
-                    break;
-                }
-                sum.merge(&a).map_err(bad("merging accumulators"))?;
-            }
-        }
-    }
-    // Nothing folded at or after `from` yet: an empty digest at the cursor.
-    let acc = acc.unwrap_or_else(|| Accumulator::new(params, meta.kbar as usize, cursor));
-    if next_from.is_none() && acc.end() < cursor {
-        next_from = Some(acc.end());
-    }
-    let (range_start, range_end) = (acc.start(), acc.end());
-    let cache_key = (key_id.to_string(), range_start, range_end);
+    let (n, mut next_from) = digest_run(&ranges, params.max_range, to);
+    let (mut range_start, mut range_end) = match n {
+        0 => (cursor, cursor),
+        _ => (ranges[0].0, ranges[n - 1].1),
+    };
     let cached = state
         .digests
         .lock()
         .expect("digest cache")
-        .get(&cache_key)
+        .get(&(key_id.to_string(), range_start, range_end))
         .cloned();
     let bytes = match cached {
         Some(b) => b,
         None => {
+            let bad = |what: &'static str| move |e: omr_core::OmrError| ApiError::internal(what, e);
+            let rows = match n {
+                0 => Vec::new(),
+                _ => state
+                    .store
+                    .accumulators_from(key_id, range_start, n as u32)
+                    .await
+                    .map_err(internal("reading accumulators"))?,
+            };
+            let accs = rows
+                .iter()
+                .map(|r| Accumulator::from_bytes(&r.data))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(bad("decoding an accumulator"))?;
+            // The worker may have committed since the bounds were read: sum what is there now.
+            let bounds: Vec<(u64, u64)> = accs.iter().map(|a| (a.start(), a.end())).collect();
+            let (k, _) = digest_run(&bounds, params.max_range, to);
+            let mut parts = accs.into_iter().take(k);
+            // Nothing folded at or after `from` yet: an empty digest at the cursor.
+            let acc = match parts.next() {
+                None => Accumulator::new(params, meta.kbar as usize, cursor),
+                Some(mut sum) => {
+                    for a in parts {
+                        sum.merge(&a).map_err(bad("merging accumulators"))?;
+                    }
+                    sum
+                }
+            };
+            if k < bounds.len() {
+                next_from = Some(acc.end());
+            }
+            (range_start, range_end) = (acc.start(), acc.end());
             let dkey = digest_key(state, key_id).await?;
             let encoded =
                 tokio::task::spawn_blocking(move || dkey.digest(&acc).map(|d| d.to_bytes()))
@@ -206,10 +219,16 @@ pub async fn build(
             if cache.len() >= DIGEST_CACHE_ENTRIES {
                 cache.clear();
             }
-            cache.insert(cache_key, encoded.clone());
+            cache.insert(
+                (key_id.to_string(), range_start, range_end),
+                encoded.clone(),
+            );
             encoded
         }
     };
+    if next_from.is_none() && range_end < cursor {
+        next_from = Some(range_end);
+    }
     Ok(BuiltDigest {
         bytes,
         range_start,
@@ -219,6 +238,22 @@ pub async fn build(
         next_from,
         epoch,
     })
+}
+
+/// How many of the epochs `ranges` (sorted by start) one digest sums: consecutive from the
+/// first, at most `max_range` messages in all, none starting at or after `to`. Also where the
+/// next page starts when epochs remain.
+fn digest_run(ranges: &[(u64, u64)], max_range: u64, to: Option<u64>) -> (usize, Option<u64>) {
+    let Some(&(first, mut end)) = ranges.first() else {
+        return (0, None);
+    };
+    for (i, &(s, e)) in ranges.iter().enumerate().skip(1) {
+        if s != end || e - first > max_range || to.is_some_and(|to| s >= to) {
+            return (i, Some(end));
+        }
+        end = e;
+    }
+    (ranges.len(), None)
 }
 
 fn unknown_key(key_id: &str) -> ApiError {
@@ -249,4 +284,24 @@ async fn digest_key(state: &Arc<AppState>, key_id: &str) -> Result<Arc<DigestKey
     }
     keys.insert(key_id.to_string(), key.clone());
     Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::digest_run;
+
+    #[test]
+    fn a_digest_sums_consecutive_epochs_up_to_the_range_and_to() {
+        let e = [(0, 4), (4, 8), (8, 12), (12, 14)];
+        assert_eq!(digest_run(&[], 16, None), (0, None));
+        assert_eq!(digest_run(&e, 16, None), (4, None));
+        assert_eq!(digest_run(&e, 8, None), (2, Some(8)));
+        assert_eq!(digest_run(&e, 16, Some(8)), (2, Some(8)));
+        assert_eq!(digest_run(&e, 16, Some(9)), (3, Some(12)));
+        // A gap (retention, or a key registered mid-epoch) ends the digest.
+        assert_eq!(digest_run(&[(0, 4), (8, 12)], 16, None), (1, Some(4)));
+        // A first epoch starting mid-way counts from its start.
+        assert_eq!(digest_run(&[(3, 4), (4, 8)], 5, None), (2, None));
+        assert_eq!(digest_run(&[(3, 4), (4, 8)], 4, None), (1, Some(4)));
+    }
 }

@@ -508,6 +508,33 @@ impl Store {
         rows.into_iter().map(stored_accumulator).collect()
     }
 
+    /// The `(start, end)` of the accumulators [`Store::accumulators_from`] would return, without
+    /// their data (for deciding whether a cached digest is still current).
+    pub async fn accumulator_ranges_from(
+        &self,
+        key_id: &str,
+        from: u64,
+        limit: u32,
+    ) -> Result<Vec<(u64, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT epoch_start, epoch_end FROM accumulators \
+             WHERE key_id = $1 AND epoch_end > $2 ORDER BY epoch_start LIMIT $3",
+        )
+        .bind(key_id.to_string())
+        .bind(i64::try_from(from).unwrap_or(i64::MAX))
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok((
+                    to_u64(r.try_get::<i64, _>(0)?, "epoch start")?,
+                    to_u64(r.try_get::<i64, _>(1)?, "epoch end")?,
+                ))
+            })
+            .collect()
+    }
+
     /// Advance a key from `old_cursor` to `acc.end` and write its accumulator, in one
     /// transaction. Returns false (and changes nothing) if the cursor was not `old_cursor` any
     /// more (another worker progressed, or the key was deleted).

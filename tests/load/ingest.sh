@@ -2,7 +2,7 @@
 # Ingestion load test: start omrd (release build) on an ephemeral port with the chosen store,
 # then drive POST /v1/messages (612-byte payloads, omr-v1 clues) with wrk.
 #
-#   scripts/load/ingest.sh [sqlite|postgres] [connections] [seconds]
+#   tests/load/ingest.sh [sqlite|postgres] [connections] [seconds]
 #
 # postgres uses a fresh database on $OMR_LOAD_POSTGRES_URL's server
 # (default postgres://postgres@127.0.0.1:5432/postgres). Durable settings are the defaults:
@@ -35,7 +35,7 @@ pid=$!
 for _ in $(seq 1 100); do [ -s "$work/data/omrd.addr" ] && break; sleep 0.1; done
 http=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["http"])' "$work/data/omrd.addr")
 echo "omrd at $http; wrk: 2 threads, $conns connections, ${secs}s (client and server share this machine)"
-OMR_BODY_FILE="$work/body.json" wrk -t2 -c"$conns" -d"${secs}s" --latency -s scripts/load/post.lua "http://$http/v1/messages"
+OMR_BODY_FILE="$work/body.json" wrk -t2 -c"$conns" -d"${secs}s" --latency -s tests/load/post.lua "http://$http/v1/messages"
 curl -s "http://$http/metrics" | grep -E '^omr_(board_head|commit_messages_(sum|count)|commit_seconds_(sum|count))'
 if [ "$store" = postgres ]; then
   kill "$pid"; wait "$pid" || true; pid=
