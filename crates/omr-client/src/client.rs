@@ -435,7 +435,7 @@ impl Client {
                     .map_err(|e| Error::Unreachable {
                         api: Api::Grpc,
                         url: self.grpc_url.clone(),
-                        reason: source_chain(&e),
+                        reason: root_cause(&e),
                     })
             })
             .await?
@@ -520,7 +520,7 @@ impl Client {
             Error::Unreachable {
                 api: Api::Http,
                 url,
-                reason: source_chain(&e),
+                reason: root_cause(&e),
             }
         } else {
             self.protocol(Api::Http, source_chain(&e))
@@ -652,7 +652,16 @@ fn normalize(api: Api, url: &str) -> Result<String> {
     Ok(trimmed.to_string())
 }
 
-/// An error with its causes, e.g. "tcp connect error: Connection refused (os error 111)".
+/// Why a connection failed: the innermost cause, e.g. "Connection refused (os error 111)".
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(s) = cur.source() {
+        cur = s;
+    }
+    cur.to_string()
+}
+
+/// An error with its causes, e.g. "error decoding response body: expected value at line 1".
 fn source_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![e.to_string()];
     let mut cur = e.source();

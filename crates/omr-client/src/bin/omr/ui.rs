@@ -51,7 +51,7 @@ impl Ui {
         let pb = ProgressBar::with_draw_target(Some(total), self.target());
         pb.set_style(
             ProgressStyle::with_template(&format!(
-                "{{msg}} [{{bar:30.cyan/blue}}] {{pos}}/{{len}} {unit} {{per_sec}} eta {{eta}}"
+                "{{msg}} [{{bar:30.cyan/blue}}] {{pos}}/{{len}} {unit} {{elapsed}} eta {{eta}}"
             ))
             .expect("template")
             .progress_chars("=> "),
