@@ -45,27 +45,16 @@ cargo build --release -q -p omr-server --bin omrd --example message_json -p omr-
 omr=target/release/omr
 
 work="$(mktemp -d)"
-pid= ingest_pid= db=
+ingest_pid=
+# shellcheck source=tests/load/lib.sh
+. tests/load/lib.sh
 cleanup() {
   [ -n "$ingest_pid" ] && kill "$ingest_pid" 2>/dev/null
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi
-  [ -n "$db" ] && psql "$admin" -qc "DROP DATABASE IF EXISTS $db" 2>/dev/null
+  stop_omrd
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-args=(--http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --data-dir "$work/data" --log-format json)
-if [ "$store" = postgres ]; then
-  admin="${OMR_LOAD_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
-  db="omr_load_$(date +%s)_$$"
-  psql "$admin" -qc "CREATE DATABASE $db"
-  args+=(--database-url "${admin%/*}/$db")
-fi
-OMR_WORKER_THREADS="$worker_threads" OMR_MAX_CACHED_KEYS="$nkeys" RUST_LOG=warn \
-  target/release/omrd "${args[@]}" 2> "$work/omrd.log" &
-pid=$!
-for _ in $(seq 1 100); do [ -s "$work/data/omrd.addr" ] && break; sleep 0.1; done
-read -r http grpc < <(python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); print(a["http"], a["grpc"])' "$work/data/omrd.addr")
+OMR_WORKER_THREADS="$worker_threads" OMR_MAX_CACHED_KEYS="$nkeys" start_omrd "$store" "$work"
 servers=(--http "http://$http" --grpc "http://$grpc")
 echo "omrd at $http (HTTP) / $grpc (gRPC), store $store, $worker_threads detection thread(s)"
 

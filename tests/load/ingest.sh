@@ -17,27 +17,11 @@ command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk;
 cargo build --release -q -p omr-server --bin omrd --example message_json
 
 work="$(mktemp -d)"
-trap 'kill "${pid:-0}" 2>/dev/null || true; wait "${pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
+# shellcheck source=tests/load/lib.sh
+. tests/load/lib.sh
+trap 'stop_omrd; rm -rf "$work"' EXIT
 target/release/examples/message_json omr-v1 > "$work/body.json"
-
-args=(--http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --data-dir "$work/data" --log-format json)
-if [ "$store" = postgres ]; then
-  admin="${OMR_LOAD_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
-  db="omr_load_$(date +%s)_$$"
-  psql "$admin" -qc "CREATE DATABASE $db"
-  args+=(--database-url "${admin%/*}/$db")
-  echo "store: PostgreSQL ($(psql "$admin" -tAc 'SHOW synchronous_commit') synchronous_commit, fsync $(psql "$admin" -tAc 'SHOW fsync'))"
-else
-  echo "store: SQLite (WAL, synchronous=FULL) under $work/data"
-fi
-RUST_LOG=warn target/release/omrd "${args[@]}" 2> "$work/omrd.log" &
-pid=$!
-for _ in $(seq 1 100); do [ -s "$work/data/omrd.addr" ] && break; sleep 0.1; done
-http=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["http"])' "$work/data/omrd.addr")
+start_omrd "$store" "$work"
 echo "omrd at $http; wrk: 2 threads, $conns connections, ${secs}s (client and server share this machine)"
 OMR_BODY_FILE="$work/body.json" wrk -t2 -c"$conns" -d"${secs}s" --latency -s tests/load/post.lua "http://$http/v1/messages"
 curl -s "http://$http/metrics" | grep -E '^omr_(board_head|commit_messages_(sum|count)|commit_seconds_(sum|count))'
-if [ "$store" = postgres ]; then
-  kill "$pid"; wait "$pid" || true; pid=
-  psql "$admin" -qc "DROP DATABASE $db"
-fi

@@ -21,6 +21,14 @@ async fn server_with_short_epochs(dir: &tempfile::TempDir) -> TestServer {
     TestServer::start_with(config).await
 }
 
+/// (index, payload) of what a retrieval returned.
+fn pairs(got: &omr_client::Retrieval) -> Vec<(u64, Vec<u8>)> {
+    got.messages
+        .iter()
+        .map(|m| (m.index, m.payload.clone()))
+        .collect()
+}
+
 fn keys(kbar: usize) -> KeySet {
     omr_core::keygen(&omr_core::INSECURE_TEST, kbar).unwrap()
 }
@@ -52,12 +60,7 @@ async fn a_range_over_kbar_is_split_at_epoch_boundaries() {
         .retrieve(&me.secret, &reg, &mut state, None)
         .await
         .unwrap();
-    let got_pairs: Vec<(u64, Vec<u8>)> = got
-        .messages
-        .iter()
-        .map(|m| (m.index, m.payload.clone()))
-        .collect();
-    assert_eq!(got_pairs, mine);
+    assert_eq!(pairs(&got), mine);
     assert!(got.splits >= 2, "splits: {}", got.splits);
     assert_eq!((got.from, got.to, got.lag), (0, 12, 0));
     assert_eq!(state.next_from, 12);
@@ -72,12 +75,7 @@ async fn a_range_over_kbar_is_split_at_epoch_boundaries() {
             .retrieve(&me.secret, &reg, &mut state, None)
             .await
             .unwrap();
-        let got_pairs: Vec<(u64, Vec<u8>)> = got
-            .messages
-            .into_iter()
-            .map(|m| (m.index, m.payload))
-            .collect();
-        assert_eq!(got_pairs, vec![(i, p)]);
+        assert_eq!(pairs(&got), vec![(i, p)]);
         assert_eq!((got.splits, got.to), (0, i + 1));
     }
     server.stop().await;
