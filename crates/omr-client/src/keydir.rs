@@ -10,6 +10,27 @@
 //!
 //! Files are written to a temporary name in the directory and renamed, so a crash never leaves a
 //! half-written key; the directory itself is created 0700.
+//!
+//! ```
+//! use omr_client::KeyDir;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let tmp = tempfile::tempdir()?;
+//! # let path = tmp.path().join("alice");
+//! let keys = omr_core::keygen(&omr_core::INSECURE_TEST, 4)?;
+//! let dir = KeyDir::create(&path, &keys, false)?;
+//! // What a sender needs, and what only the recipient may read.
+//! let address = dir.clue_key()?;
+//! let secret = dir.secret_key()?;
+//! assert_eq!(secret.kbar(), 4);
+//! # let _ = address;
+//! // Not registered yet: commands that need a registration say how to make one.
+//! assert!(dir.registration()?.is_none());
+//! // A second keygen into the same directory would lose the secret key: refused.
+//! assert!(KeyDir::create(&path, &keys, false).is_err());
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::BTreeSet;
 use std::io::Write;

@@ -92,31 +92,11 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
     let mut held: Vec<String> = Vec::new();
     tracing::info!(worker_id = %owner, lease_secs = lease.as_secs(), max_keys, "leasing keys");
     while !cancel.is_cancelled() {
-        let leased = match state.store.acquire_leases(&owner, lease, max_keys).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(error = %e, "renewing leases failed; retrying");
-                tokio::select! { _ = tokio::time::sleep(poll) => continue, _ = cancel.cancelled() => break }
-            }
-        };
-        for k in leased.iter().filter(|k| !held.contains(k)) {
-            tracing::info!(key_id = %k, worker_id = %owner, "lease acquired");
-            state
-                .metrics
-                .lease_changes
-                .with_label_values(&["acquired"])
-                .inc();
+        if let Err(e) = renew_leases(&state, &owner, lease, max_keys, &mut held).await {
+            tracing::error!(error = %e, "renewing leases failed; retrying");
+            tokio::select! { _ = tokio::time::sleep(poll) => continue, _ = cancel.cancelled() => break }
         }
-        for k in held.iter().filter(|k| !leased.contains(k)) {
-            tracing::info!(key_id = %k, worker_id = %owner, "lease lost");
-            state
-                .metrics
-                .lease_changes
-                .with_label_values(&["released"])
-                .inc();
-        }
-        held = leased;
-        state.metrics.leased_keys.set(held.len() as i64);
+        let mut renewed_at = std::time::Instant::now();
         let keys = match state.store.active_keys().await {
             Ok(k) => {
                 // All registered keys (what the fleet must serve), then the ones held here.
@@ -136,6 +116,17 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
         for key in &keys {
             if cancel.is_cancelled() {
                 break;
+            }
+            // A round can be long (a key load takes ≈ 1.8 s, a batch up to a few seconds):
+            // renew before a third of the lease is gone, and skip keys lost meanwhile.
+            if renewed_at.elapsed() > lease / 3 {
+                match renew_leases(&state, &owner, lease, max_keys, &mut held).await {
+                    Ok(()) => renewed_at = std::time::Instant::now(),
+                    Err(e) => tracing::error!(error = %e, "renewing leases failed"),
+                }
+            }
+            if !held.contains(&key.key_id) {
+                continue;
             }
             let span =
                 tracing::info_span!("detect_batch", key_id = %key.key_id, cursor = key.cursor);
@@ -188,6 +179,36 @@ fn default_worker_id() -> String {
         std::process::id(),
         rand::random::<u32>()
     )
+}
+
+/// Take or renew up to `max_keys` leases for `owner`; log and count what changed.
+async fn renew_leases(
+    state: &AppState,
+    owner: &str,
+    lease: Duration,
+    max_keys: usize,
+    held: &mut Vec<String>,
+) -> Result<(), omr_store::StoreError> {
+    let leased = state.store.acquire_leases(owner, lease, max_keys).await?;
+    for k in leased.iter().filter(|k| !held.contains(k)) {
+        tracing::info!(key_id = %k, worker_id = %owner, "lease acquired");
+        state
+            .metrics
+            .lease_changes
+            .with_label_values(&["acquired"])
+            .inc();
+    }
+    for k in held.iter().filter(|k| !leased.contains(k)) {
+        tracing::info!(key_id = %k, worker_id = %owner, "lease lost");
+        state
+            .metrics
+            .lease_changes
+            .with_label_values(&["released"])
+            .inc();
+    }
+    *held = leased;
+    state.metrics.leased_keys.set(held.len() as i64);
+    Ok(())
 }
 
 /// Detect and commit one batch for `key`; returns how many messages were folded.
