@@ -464,3 +464,38 @@ fn every_command_has_help_with_examples() {
         );
     }
 }
+
+/// `omr bench --json` prints the fields DESIGN.md names, with plausible values.
+#[test]
+fn bench_prints_the_designed_json() {
+    let r = omr_json(&[
+        "bench",
+        "--param-set",
+        "insecure-test",
+        "--messages",
+        "4",
+        "--threads",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(r["param_set"], "insecure-test");
+    assert_eq!(
+        (r["threads"].as_u64(), r["messages"].as_u64()),
+        (Some(2), Some(4))
+    );
+    for k in ["detect_ms_per_message", "reference_pbs_ms", "decode_ms"] {
+        assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
+    }
+    for k in ["level1", "keyswitch", "level2", "trace", "fold"] {
+        assert!(r["stage_ms"][k].as_f64().unwrap() > 0.0, "stage {k}: {r}");
+    }
+    let p = &omr_core::INSECURE_TEST;
+    assert_eq!(r["clue_bytes"].as_u64(), Some(p.clue_bytes() as u64));
+    assert_eq!(r["kbar"].as_u64(), Some(p.max_kbar as u64));
+    for k in ["clue_key_bytes", "detection_key_bytes", "digest_bytes"] {
+        assert!(r[k].as_u64().unwrap() > 0, "{k}: {r}");
+    }
+    // k̄ above the set's maximum is refused with the limit named.
+    let e = omr_fails(&["bench", "--param-set", "insecure-test", "--kbar", "999"]);
+    assert!(e.contains("999") && e.contains("32"), "{e}");
+}

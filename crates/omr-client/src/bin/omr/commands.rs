@@ -372,9 +372,9 @@ pub struct BenchArgs {
     /// Messages detected.
     #[arg(long, default_value_t = 8)]
     messages: usize,
-    /// k̄ of the benchmarked key.
-    #[arg(long, default_value_t = 50)]
-    kbar: usize,
+    /// k̄ of the benchmarked key [default: 50, or the parameter set's maximum if lower].
+    #[arg(long)]
+    kbar: Option<usize>,
     /// Messages for the benchmarked recipient [default: half, at most k̄].
     #[arg(long)]
     pertinent: Option<usize>,
@@ -390,9 +390,10 @@ pub async fn bench(a: BenchArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let mut o = BenchOptions::new(params);
     o.threads = a.threads;
     o.messages = a.messages;
-    o.kbar = a.kbar;
-    o.pertinent = a.pertinent.unwrap_or((a.messages / 2).min(a.kbar));
+    o.kbar = a.kbar.unwrap_or(o.kbar);
+    o.pertinent = a.pertinent.unwrap_or((a.messages / 2).min(o.kbar));
     o.batch = a.batch;
+    let kbar = o.kbar;
     let pb = ui.items("benchmark", 1, "");
     let pb2 = pb.clone();
     let report = tokio::task::spawn_blocking(move || {
@@ -424,7 +425,7 @@ pub async fn bench(a: BenchArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
             if a.threads == 1 { "" } else { "s" },
             a.messages,
             a.batch,
-            a.kbar
+            kbar
         );
         println!(
             "  detection        {:>9.1} ms/message",
