@@ -303,6 +303,21 @@ async fn errors_name_the_file_the_server_and_what_to_do() {
         assert!(!alice.join("secret.key").exists());
         let e = omr_fails(&["keygen", "--out", s(&alice), "--param-set", "omr-v9"]);
         assert!(e.contains("omr-v9"), "{e}");
+        // k̄ defaults to 50, or the set's maximum when that is lower.
+        let other = tmp.path().join("other");
+        let k = omr_json(&[
+            "keygen",
+            "--out",
+            s(&other),
+            "--param-set",
+            "insecure-test",
+            "--allow-insecure-params",
+            "--json",
+        ]);
+        assert_eq!(
+            k["kbar"].as_u64(),
+            Some(omr_core::INSECURE_TEST.max_kbar as u64)
+        );
         keygen(&alice, "4");
         // keygen never overwrites a secret key without --force.
         let before = std::fs::read(alice.join("secret.key")).unwrap();

@@ -21,9 +21,10 @@ pub struct KeygenArgs {
     /// Directory to write the keys to (created 0700 if missing).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Most messages one digest decodes (k̄); more in a range makes `omr digest` split it.
-    #[arg(long, default_value_t = 50)]
-    kbar: usize,
+    /// Most messages one digest decodes (k̄); more in a range makes `omr digest` split it
+    /// [default: 50, or the parameter set's maximum if lower].
+    #[arg(long)]
+    kbar: Option<usize>,
     /// Parameter set; must be the server's.
     #[arg(long, default_value = "omr-v1")]
     param_set: String,
@@ -37,15 +38,15 @@ pub struct KeygenArgs {
 
 pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let params = param_set(&a.param_set, a.allow_insecure_params)?;
+    let kbar = a.kbar.unwrap_or(50.min(params.max_kbar));
     if KeyDir::new(&a.out).file(keydir::SECRET_KEY_FILE).exists() && !a.force {
         bail!(
             "{} already holds a secret key; choose another directory or pass --force to replace it",
             a.out.display()
         );
     }
-    let pb = ui.spinner(format!("generating {} keys (k̄ = {})", params.name, a.kbar));
+    let pb = ui.spinner(format!("generating {} keys (k̄ = {kbar})", params.name));
     let started = Instant::now();
-    let kbar = a.kbar;
     let keys = tokio::task::spawn_blocking(move || omr_core::keygen(params, kbar)).await??;
     let elapsed = started.elapsed();
     pb.finish_and_clear();
@@ -66,7 +67,7 @@ pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         print_json(&json!({
             "dir": dir.path(),
             "param_set": params.name,
-            "kbar": a.kbar,
+            "kbar": kbar,
             "keygen_ms": elapsed.as_secs_f64() * 1e3,
             "files": files.iter().zip(&sizes).map(|((f, _), s)| json!({
                 "path": dir.file(f), "bytes": s,
@@ -74,9 +75,8 @@ pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         }));
     } else {
         println!(
-            "Generated {} keys (k̄ = {}) in {}:",
+            "Generated {} keys (k̄ = {kbar}) in {}:",
             params.name,
-            a.kbar,
             ui::secs(elapsed)
         );
         for ((f, what), s) in files.iter().zip(&sizes) {
