@@ -1,0 +1,152 @@
+//! The `omrd` binary exports its traces over OTLP/gRPC when `OTEL_EXPORTER_OTLP_ENDPOINT` is
+//! set: a minimal OTLP trace collector (the generated `TraceService` of opentelemetry-proto,
+//! served by tonic on an ephemeral port) receives omrd's detection spans.
+
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use omr_proto::v1::detector_client::DetectorClient;
+use omr_proto::v1::registration_header::Start;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+
+const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
+
+/// Records every export it receives.
+#[derive(Debug, Default, Clone)]
+struct Collector {
+    received: Arc<Mutex<Vec<ExportTraceServiceRequest>>>,
+}
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.received.lock().unwrap().push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+impl Collector {
+    /// (service.name, span name) of every span received so far.
+    fn spans(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for req in self.received.lock().unwrap().iter() {
+            for rs in &req.resource_spans {
+                let service = rs
+                    .resource
+                    .iter()
+                    .flat_map(|r| &r.attributes)
+                    .find(|kv| kv.key == "service.name")
+                    .and_then(|kv| kv.value.as_ref()?.value.as_ref())
+                    .map(|v| match v {
+                        Value::StringValue(s) => s.clone(),
+                        other => format!("{other:?}"),
+                    })
+                    .unwrap_or_default();
+                for ss in &rs.scope_spans {
+                    for span in &ss.spans {
+                        out.push((service.clone(), span.name.clone()));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detection_spans_reach_an_otlp_collector() {
+    let collector = Collector::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let otlp = listener.local_addr().unwrap();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(collector.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(OMRD)
+        .args([
+            "--http-addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--param-set",
+            "insecure-test",
+            "--allow-insecure-params",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env_remove("OMR_DATABASE_URL")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{otlp}"))
+        .env("OTEL_BSP_SCHEDULE_DELAY", "200")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr_file = dir.path().join("omrd.addr");
+    let started = Instant::now();
+    while !addr_file.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no address file"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let addr: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&addr_file).unwrap()).unwrap();
+    let grpc = format!("http://{}", addr["grpc"].as_str().unwrap());
+
+    // A registered key makes the worker run detection batches, each in a span.
+    let params = &omr_core::INSECURE_TEST;
+    let key = omr_core::keygen(params, 2)
+        .unwrap()
+        .detection_key
+        .to_bytes();
+    let requests = omr_proto::registration_requests(params.name, 2, Start::FromNow(true), &key);
+    let mut client = DetectorClient::connect(grpc).await.unwrap();
+    client
+        .register_detection_key(tokio_stream::iter(requests))
+        .await
+        .unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !collector
+        .spans()
+        .iter()
+        .any(|(service, name)| service == "omrd" && name == "detect_batch")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no detect_batch span from service omrd; received: {:?}",
+            collector.spans()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "omrd did not stop"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.abort();
+}
