@@ -29,8 +29,10 @@ RUN cargo chef prepare --recipe-path recipe.json
 
 FROM chef AS builder
 COPY --from=planner /src/recipe.json recipe.json
-# Dependencies only (omr-proto's protoc is vendored, so no system protoc is needed).
-RUN cargo chef cook --release --locked -p omr-server -p omr-client --recipe-path recipe.json
+# Dependencies only (omr-proto's protoc is vendored, so no system protoc is needed). `cook`
+# takes one --package at most and has no --locked (it builds from the recipe's Cargo.lock), so
+# it cooks the whole workspace's dependencies.
+RUN cargo chef cook --release --workspace --recipe-path recipe.json
 # The workspace: sources, proto/ (omr-proto's build.rs) and migrations/ (embedded by
 # omr-store with sqlx::migrate!).
 COPY . .
