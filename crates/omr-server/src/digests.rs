@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -67,7 +68,7 @@ pub async fn get_digest(
 /// A built digest and what it covers.
 #[derive(Debug, Clone)]
 pub struct BuiltDigest {
-    pub bytes: Arc<Vec<u8>>,
+    pub bytes: Bytes,
     pub range_start: u64,
     pub range_end: u64,
     pub board_head: u64,
@@ -123,7 +124,7 @@ async fn digest(
     if let Some(n) = d.next_from {
         h.insert("omr-next-from", num(n));
     }
-    Ok((StatusCode::OK, h, d.bytes.as_ref().clone()).into_response())
+    Ok((StatusCode::OK, h, d.bytes).into_response())
 }
 
 /// Sum the key's epoch accumulators from the epoch holding `from` (at most M messages, and
@@ -214,7 +215,7 @@ pub async fn build(
                     .await
                     .map_err(|e| ApiError::internal("encoding a digest", e))?
                     .map_err(bad("encoding a digest"))?;
-            let encoded = Arc::new(encoded);
+            let encoded = Bytes::from(encoded);
             let mut cache = state.digests.lock().expect("digest cache");
             if cache.len() >= DIGEST_CACHE_ENTRIES {
                 cache.clear();

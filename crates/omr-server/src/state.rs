@@ -32,5 +32,6 @@ pub struct AppState {
     /// Digest keys by key id.
     pub digest_keys: Mutex<HashMap<String, Arc<DigestKey>>>,
     /// Encoded digests by (key id, range start, range end): valid until the cursor moves.
-    pub digests: Mutex<HashMap<DigestRange, Arc<Vec<u8>>>>,
+    /// `Bytes`, so that a response shares the cached encoding instead of copying it.
+    pub digests: Mutex<HashMap<DigestRange, axum::body::Bytes>>,
 }
