@@ -2,9 +2,10 @@
 //! address file, and a clean exit on SIGTERM.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
+mod common;
+use common::OMRD;
 
 #[test]
 fn help_explains_configuration() {
@@ -61,34 +62,11 @@ fn refuses_the_insecure_set_unless_told() {
 #[test]
 fn serves_on_ephemeral_ports_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(OMRD)
-        .args([
-            "--http-addr",
-            "127.0.0.1:0",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .env_remove("OMR_DATABASE_URL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let addr_file = dir.path().join("omrd.addr");
-    let started = Instant::now();
-    while !addr_file.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no address file"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let addr: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&addr_file).unwrap()).unwrap();
-    let http = addr["http"].as_str().unwrap().to_string();
+    let common::Omrd {
+        mut child, http, ..
+    } = common::spawn(dir.path(), |cmd| {
+        cmd.args(["--log-format", "json"]).stderr(Stdio::piped());
+    });
     // A plain HTTP/1.1 request over a socket: /livez answers.
     let mut ok = false;
     for _ in 0..100 {
@@ -108,22 +86,7 @@ fn serves_on_ephemeral_ports_and_stops_on_sigterm() {
         dir.path().join("omr.sqlite3").exists(),
         "embedded store not created"
     );
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let started = Instant::now();
-    let exit = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "omrd did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let exit = common::terminate(&mut child);
     let mut logs = String::new();
     use std::io::Read;
     child

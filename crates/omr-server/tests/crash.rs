@@ -3,7 +3,8 @@
 //! to exactly its messages: nothing lost, nothing folded twice.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+
 use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD as B64;
@@ -13,62 +14,28 @@ use omr_proto::v1::detector_client::DetectorClient;
 use omr_proto::v1::registration_header::Start;
 use rand::Rng;
 
-const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
-
-struct Omrd {
-    child: Child,
-    http: String,
-    grpc: String,
-}
+mod common;
+use common::Omrd;
 
 fn start(dir: &Path, db: Option<&str>) -> Omrd {
     start_with(dir, db, &[])
 }
 
 fn start_with(dir: &Path, db: Option<&str>, env: &[(&str, &str)]) -> Omrd {
-    let addr = dir.join("omrd.addr");
-    let _ = std::fs::remove_file(&addr);
-    let mut cmd = Command::new(OMRD);
-    cmd.args([
-        "--http-addr",
-        "127.0.0.1:0",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--param-set",
-        "insecure-test",
-    ])
-    .arg("--allow-insecure-params")
-    .arg("--data-dir")
-    .arg(dir)
-    .env("OMR_DETECT_BATCH", "2")
-    .env("OMR_EPOCH_LEN", "16")
-    .env("OMR_POLL_INTERVAL_MS", "100")
-    .env("OMR_LEASE_SECS", "2")
-    .env("RUST_LOG", "warn")
-    .env_remove("OMR_DATABASE_URL")
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
-    if let Some(db) = db {
-        cmd.arg("--database-url").arg(db);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let child = cmd.spawn().unwrap();
-    let started = Instant::now();
-    while !addr.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "omrd did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let a: serde_json::Value = serde_json::from_slice(&std::fs::read(&addr).unwrap()).unwrap();
-    Omrd {
-        child,
-        http: a["http"].as_str().unwrap().into(),
-        grpc: a["grpc"].as_str().unwrap().into(),
-    }
+    common::spawn(dir, |cmd| {
+        cmd.args(["--param-set", "insecure-test", "--allow-insecure-params"])
+            .env("OMR_DETECT_BATCH", "2")
+            .env("OMR_EPOCH_LEN", "16")
+            .env("OMR_POLL_INTERVAL_MS", "100")
+            .env("OMR_LEASE_SECS", "2")
+            .env("RUST_LOG", "warn");
+        if let Some(db) = db {
+            cmd.arg("--database-url").arg(db);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+    })
 }
 
 async fn register(o: &Omrd, keys: &KeySet) -> (String, String) {

@@ -2,7 +2,6 @@
 //! set: a minimal OTLP trace collector (the generated `TraceService` of opentelemetry-proto,
 //! served by tonic on an ephemeral port) receives omrd's detection spans.
 
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 
-const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
+mod common;
 
 /// Records every export it receives.
 #[derive(Debug, Default, Clone)]
@@ -77,39 +76,15 @@ async fn detection_spans_reach_an_otlp_collector() {
     );
 
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(OMRD)
-        .args([
-            "--http-addr",
-            "127.0.0.1:0",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--param-set",
-            "insecure-test",
-            "--allow-insecure-params",
-        ])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .env_remove("OMR_DATABASE_URL")
-        .env_remove("OTEL_SDK_DISABLED")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{otlp}"))
-        .env("OTEL_BSP_SCHEDULE_DELAY", "200")
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr_file = dir.path().join("omrd.addr");
-    let started = Instant::now();
-    while !addr_file.exists() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no address file"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let addr: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&addr_file).unwrap()).unwrap();
-    let grpc = format!("http://{}", addr["grpc"].as_str().unwrap());
+    let endpoint = format!("http://{otlp}");
+    let mut omrd = common::spawn(dir.path(), |cmd| {
+        cmd.args(["--param-set", "insecure-test", "--allow-insecure-params"])
+            .env_remove("OTEL_SDK_DISABLED")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            .env("OTEL_BSP_SCHEDULE_DELAY", "200")
+            .env("RUST_LOG", "info");
+    });
+    let grpc = format!("http://{}", omrd.grpc);
 
     // A registered key makes the worker run detection batches, each in a span.
     let params = &omr_core::INSECURE_TEST;
@@ -137,16 +112,6 @@ async fn detection_spans_reach_an_otlp_collector() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "omrd did not stop"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(common::terminate(&mut omrd.child).success());
     server.abort();
 }
