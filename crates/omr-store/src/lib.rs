@@ -496,15 +496,9 @@ impl Store {
         from: u64,
         limit: u32,
     ) -> Result<Vec<StoredAccumulator>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT epoch_start, epoch_end, data FROM accumulators \
-             WHERE key_id = $1 AND epoch_end > $2 ORDER BY epoch_start LIMIT $3",
-        )
-        .bind(key_id.to_string())
-        .bind(i64::try_from(from).unwrap_or(i64::MAX))
-        .bind(limit as i64)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = self
+            .accumulator_rows("epoch_start, epoch_end, data", key_id, from, limit)
+            .await?;
         rows.into_iter().map(stored_accumulator).collect()
     }
 
@@ -516,23 +510,30 @@ impl Store {
         from: u64,
         limit: u32,
     ) -> Result<Vec<(u64, u64)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT epoch_start, epoch_end FROM accumulators \
-             WHERE key_id = $1 AND epoch_end > $2 ORDER BY epoch_start LIMIT $3",
-        )
+        let rows = self
+            .accumulator_rows("epoch_start, epoch_end", key_id, from, limit)
+            .await?;
+        rows.iter().map(epoch_bounds).collect()
+    }
+
+    /// `columns` (starting with epoch_start, epoch_end) of a key's accumulators that cover
+    /// anything at or after `from`, in order.
+    async fn accumulator_rows(
+        &self,
+        columns: &'static str,
+        key_id: &str,
+        from: u64,
+        limit: u32,
+    ) -> Result<Vec<sqlx::any::AnyRow>, StoreError> {
+        Ok(sqlx::query(&format!(
+            "SELECT {columns} FROM accumulators \
+             WHERE key_id = $1 AND epoch_end > $2 ORDER BY epoch_start LIMIT $3"
+        ))
         .bind(key_id.to_string())
         .bind(i64::try_from(from).unwrap_or(i64::MAX))
         .bind(limit as i64)
         .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok((
-                    to_u64(r.try_get::<i64, _>(0)?, "epoch start")?,
-                    to_u64(r.try_get::<i64, _>(1)?, "epoch end")?,
-                ))
-            })
-            .collect()
+        .await?)
     }
 
     /// Advance a key from `old_cursor` to `acc.end` and write its accumulator, in one
@@ -696,9 +697,18 @@ pub struct StoredAccumulator {
 }
 
 fn stored_accumulator(r: sqlx::any::AnyRow) -> Result<StoredAccumulator, StoreError> {
+    let (start, end) = epoch_bounds(&r)?;
     Ok(StoredAccumulator {
-        start: to_u64(r.try_get::<i64, _>(0)?, "epoch start")?,
-        end: to_u64(r.try_get::<i64, _>(1)?, "epoch end")?,
+        start,
+        end,
         data: r.try_get(2)?,
     })
+}
+
+/// (epoch_start, epoch_end) from the first two columns of an accumulator row.
+fn epoch_bounds(r: &sqlx::any::AnyRow) -> Result<(u64, u64), StoreError> {
+    Ok((
+        to_u64(r.try_get::<i64, _>(0)?, "epoch start")?,
+        to_u64(r.try_get::<i64, _>(1)?, "epoch end")?,
+    ))
 }
