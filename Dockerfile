@@ -36,7 +36,7 @@ RUN cargo chef cook --release --workspace --recipe-path recipe.json
 # The workspace: sources, proto/ (omr-proto's build.rs) and migrations/ (embedded by
 # omr-store with sqlx::migrate!).
 COPY . .
-RUN cargo build --release --locked -p omr-server -p omr-client \
+RUN cargo build --release --locked -p omr-server -p omr-cli \
  && install -D -m 0755 -t /out target/release/omrd target/release/omr
 
 FROM debian:bookworm-slim AS runtime

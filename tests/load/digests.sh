@@ -41,7 +41,7 @@ if [ $((nkeys * per_key)) -gt "$board" ]; then
 fi
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 echo "building omrd and omr (release)…"
-cargo build --release -q -p omr-server --bin omrd --example message_json -p omr-client --bin omr
+cargo build --release -q -p omr-server --bin omrd --example message_json -p omr-cli --bin omr
 omr=target/release/omr
 
 work="$(mktemp -d)"

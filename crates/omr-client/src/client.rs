@@ -7,41 +7,25 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use futures::StreamExt as _;
+use omr_api::http::{BatchIn, BatchPosted, ErrorBody, MessageIn, Posted};
+use omr_api::{headers, ErrorCode, StartAt};
 use omr_core::{ClueKey, Message};
 use omr_proto::v1::detector_client::DetectorClient;
-use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{DeleteDetectionKeyRequest, GetKeyStatusRequest, GetParamsRequest};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::error::{Api, Error, Result};
 use crate::keydir::Registration;
 
+/// Most bytes preallocated for a response body on the strength of its `Content-Length`.
+const MAX_PREALLOC: u64 = 4 << 20;
+
 /// Called as a transfer goes: `(bytes done, bytes in all)`.
 pub type Progress = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
-/// Where a registered key's detection starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum StartAt {
-    /// At the board head when the key is registered: only messages posted from then on.
-    #[default]
-    Now,
-    /// At a given board index (messages already on the board are detected too).
-    Index(u64),
-}
-
 /// The server's parameter set and limits (`GET /v1/params`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ServerParams {
-    pub param_set: String,
-    pub clue_bytes: usize,
-    pub max_payload_bytes: usize,
-    pub max_kbar: usize,
-    pub max_range: u64,
-    pub max_key_bytes: u64,
-    pub max_batch_messages: usize,
-    pub board_head: u64,
-}
+pub type ServerParams = omr_api::http::Params;
 
 /// Where detection stands for a key (gRPC `GetKeyStatus`).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -171,10 +155,6 @@ impl Client {
     /// Post one message; returns its board index. Retried only when no connection could be made
     /// (a request that reached the server is never sent twice: it would post twice).
     pub async fn post(&self, message: &Message) -> Result<u64> {
-        #[derive(Deserialize)]
-        struct Posted {
-            index: u64,
-        }
         let body = message.to_bytes();
         let posted: Posted = self
             .retrying_unsent(|| async {
@@ -192,18 +172,16 @@ impl Client {
 
     /// Post messages in one atomic batch; returns their board indices, in order.
     pub async fn post_batch(&self, messages: &[Message]) -> Result<std::ops::Range<u64>> {
-        #[derive(Deserialize)]
-        struct BatchPosted {
-            first_index: u64,
-            count: u64,
-        }
         let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
-        let body = serde_json::json!({
-            "messages": messages.iter().map(|m| serde_json::json!({
-                "clue": b64(&m.clue.to_bytes()),
-                "payload": b64(&m.payload),
-            })).collect::<Vec<_>>()
-        });
+        let body = BatchIn {
+            messages: messages
+                .iter()
+                .map(|m| MessageIn {
+                    clue: b64(&m.clue.to_bytes()),
+                    payload: b64(&m.payload),
+                })
+                .collect(),
+        };
         let posted: BatchPosted = self
             .retrying_unsent(|| async {
                 let r = self
@@ -229,10 +207,7 @@ impl Client {
         drop(key);
         let bytes: Arc<[u8]> = Arc::from(detection_key);
         let total = bytes.len() as u64;
-        let start = match start {
-            StartAt::Now => Start::FromNow(true),
-            StartAt::Index(i) => Start::StartIndex(i),
-        };
+        let start = start.into();
         let r = self
             .retrying(|| {
                 let bytes = bytes.clone();
@@ -368,13 +343,16 @@ impl Client {
                 header(name)?
                     .ok_or_else(|| self.protocol(Api::Http, format!("header {name} is missing")))
             };
-            let (range_start, range_end) =
-                (required("omr-range-start")?, required("omr-range-end")?);
-            let (board_head, lag) = (required("omr-board-head")?, required("omr-lag")?);
-            let epoch_length = required("omr-epoch-length")?;
-            let next_from = header("omr-next-from")?;
+            let (range_start, range_end) = (
+                required(headers::RANGE_START)?,
+                required(headers::RANGE_END)?,
+            );
+            let (board_head, lag) = (required(headers::BOARD_HEAD)?, required(headers::LAG)?);
+            let epoch_length = required(headers::EPOCH_LENGTH)?;
+            let next_from = header(headers::NEXT_FROM)?;
             let total = r.content_length().unwrap_or(0);
-            let mut body = Vec::with_capacity(total as usize);
+            // Content-Length is the server's word: preallocate at most a few MiB on it.
+            let mut body = Vec::with_capacity(total.min(MAX_PREALLOC) as usize);
             let mut stream = r.bytes_stream();
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(|e| self.http_error(e))?;
@@ -544,13 +522,8 @@ impl Client {
         if status.is_success() {
             return Ok(r);
         }
-        #[derive(Deserialize, Default)]
-        struct Body {
-            code: String,
-            message: String,
-        }
         let text = r.text().await.unwrap_or_default();
-        let body: Body = serde_json::from_str(&text).unwrap_or_else(|_| Body {
+        let body: ErrorBody = serde_json::from_str(&text).unwrap_or_else(|_| ErrorBody {
             code: status.as_u16().to_string(),
             message: text.chars().take(200).collect(),
         });
@@ -567,7 +540,7 @@ impl Client {
                 key_id: key_id.to_string(),
                 message: body.message,
             },
-            404 if body.code == "unknown_key" => Error::UnknownKey {
+            404 if body.error_code() == Some(ErrorCode::UnknownKey) => Error::UnknownKey {
                 api,
                 url,
                 key_id: key_id.to_string(),

@@ -1,4 +1,5 @@
-//! omr-client: a Rust SDK for `omrd`, the OMR detector service, and the `omr` command line.
+//! omr-client: the Rust SDK for `omrd`, the OMR detector service (the `omr` command line in
+//! `omr-cli` is built on it).
 //!
 //! - [`Client`] talks to one omrd: [`Client::send`] posts a message to a recipient's clue key
 //!   (HTTP), [`Client::register`] uploads a detection key (gRPC client stream),
@@ -13,8 +14,8 @@
 //!
 //! # Example
 //!
-//! A recipient registers, a sender posts, the recipient retrieves. (Here the omrd runs in this
-//! process on ephemeral ports with the fast insecure test parameters; normally it runs
+//! A recipient registers, a sender posts, the recipient retrieves. (Here the test harness starts
+//! a real omrd on ephemeral ports with the fast insecure test parameters; normally it runs
 //! elsewhere with `omr-v1`.)
 //!
 //! ```
@@ -22,17 +23,8 @@
 //!
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # let dir = tempfile::tempdir()?;
-//! # let app = omr_server::Application::build(omr_server::Config {
-//! #     http_addr: "127.0.0.1:0".parse()?,
-//! #     grpc_addr: "127.0.0.1:0".parse()?,
-//! #     data_dir: dir.path().to_path_buf(),
-//! #     param_set: omr_core::INSECURE_TEST.name.to_string(),
-//! #     allow_insecure_params: true,
-//! #     ..Default::default()
-//! # }).await?;
-//! # let (http, grpc) = (format!("http://{}", app.http_addr()), format!("http://{}", app.grpc_addr()));
-//! # tokio::spawn(app.run_until_stopped(std::future::pending::<()>()));
+//! # let server = omr_e2e::TestServer::start(&omr_e2e::StoreKind::Sqlite).await;
+//! # let (http, grpc) = (server.url(""), server.grpc_url());
 //! let client = Client::new(&http, &grpc)?;
 //!
 //! // The recipient: keys for at most 4 messages per digest, and a registered detection key.
@@ -65,9 +57,8 @@ mod error;
 pub mod keydir;
 mod retrieve;
 
-pub use client::{
-    Client, ClientOptions, FetchedDigest, KeyStatus, Progress, ServerParams, StartAt,
-};
+pub use client::{Client, ClientOptions, FetchedDigest, KeyStatus, Progress, ServerParams};
 pub use error::{Api, Error, Result};
 pub use keydir::{DigestState, KeyDir, Registration};
+pub use omr_api::StartAt;
 pub use retrieve::{split_point, Retrieval};

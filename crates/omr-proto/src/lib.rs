@@ -1,4 +1,5 @@
-//! The `omr.v1` gRPC API generated from `proto/omr/v1/detector.proto`.
+//! The `omr.v1` gRPC API generated from `proto/omr/v1/detector.proto`, the registration
+//! stream both sides use, and conversions to the shared wire types of `omr-api`.
 
 /// Generated types and service traits.
 #[allow(clippy::all, missing_debug_implementations)]
@@ -11,15 +12,31 @@ pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("omr_
 
 use std::sync::Arc;
 
+use omr_api::{StartAt, CHUNK_BYTES};
 use v1::register_detection_key_request::Part;
 use v1::registration_header::Start;
 use v1::{RegisterDetectionKeyRequest, RegistrationHeader};
 
-/// Largest chunk a client should send (the server accepts messages up to 5 MiB).
-pub const KEY_CHUNK_BYTES: usize = 1 << 20;
+impl From<StartAt> for Start {
+    fn from(s: StartAt) -> Start {
+        match s {
+            StartAt::Now => Start::FromNow(true),
+            StartAt::Index(i) => Start::StartIndex(i),
+        }
+    }
+}
+
+impl From<Start> for StartAt {
+    fn from(s: Start) -> StartAt {
+        match s {
+            Start::StartIndex(i) => StartAt::Index(i),
+            Start::FromNow(_) => StartAt::Now,
+        }
+    }
+}
 
 /// The client stream of `RegisterDetectionKey` for an encoded detection key: the header, then
-/// the key in chunks of [`KEY_CHUNK_BYTES`].
+/// the key in chunks of [`CHUNK_BYTES`].
 pub fn registration_requests(
     param_set: &str,
     kbar: u32,
@@ -45,11 +62,11 @@ pub fn registration_stream(
             start: Some(start),
         })),
     };
-    let chunks = key.len().div_ceil(KEY_CHUNK_BYTES);
+    let chunks = key.len().div_ceil(CHUNK_BYTES);
     std::iter::once(header).chain((0..chunks).map(move |i| {
-        let end = ((i + 1) * KEY_CHUNK_BYTES).min(key.len());
+        let end = ((i + 1) * CHUNK_BYTES).min(key.len());
         RegisterDetectionKeyRequest {
-            part: Some(Part::Chunk(key[i * KEY_CHUNK_BYTES..end].to_vec())),
+            part: Some(Part::Chunk(key[i * CHUNK_BYTES..end].to_vec())),
         }
     }))
 }

@@ -140,84 +140,23 @@ impl Application {
             writer,
         } = self;
         let cancel = CancellationToken::new();
-        let http_addr = http.local_addr()?;
-        let grpc_addr = grpc.local_addr()?;
-
-        let router = crate::http::router(state.clone());
-        let c = cancel.clone();
-        let http_task = tokio::spawn(async move {
-            axum::serve(http, router)
-                .with_graceful_shutdown(async move { c.cancelled().await })
-                .await
-        });
-
-        let (health_reporter, health_service) = tonic_health::server::health_reporter();
-        health_reporter
-            .set_serving::<DetectorServer<DetectorService>>()
-            .await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(omr_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()?;
-        let detector = DetectorServer::new(DetectorService::new(state.clone()))
-            .max_decoding_message_size(GRPC_MAX_MESSAGE);
-        let c = cancel.clone();
-        let serve_grpc = state.config.role != crate::config::Role::Worker;
-        let grpc_task = tokio::spawn(async move {
-            if !serve_grpc {
-                c.cancelled().await;
-                return Ok(());
-            }
-            tonic::transport::Server::builder()
-                .add_service(health_service)
-                .add_service(reflection)
-                .add_service(detector)
-                .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(grpc),
-                    async move { c.cancelled().await },
-                )
-                .await
-        });
-
-        let worker = (state.config.role != crate::config::Role::Api)
-            .then(|| tokio::spawn(crate::worker::run(state.clone(), cancel.clone())));
-        let retention = tokio::spawn(crate::worker::retention(state.clone(), cancel.clone()));
+        let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
+        let http_task = serve_http(&state, http, &cancel);
+        let (grpc_task, health) = serve_grpc(&state, grpc, &cancel).await?;
+        let background = Background::spawn(&state, &cancel);
         state.ready.store(true, Ordering::Release);
         tracing::info!(%http_addr, %grpc_addr, addr_file = %state.config.addr_file().display(), "omrd listening");
 
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight work");
         state.ready.store(false, Ordering::Release);
-        health_reporter
+        health
             .set_not_serving::<DetectorServer<DetectorService>>()
             .await;
         cancel.cancel();
         let deadline = Duration::from_secs(state.config.shutdown_timeout_secs);
-        let servers = async {
-            let h = http_task.await;
-            let g = grpc_task.await;
-            (h, g)
-        };
-        match tokio::time::timeout(deadline, servers).await {
-            Ok((h, g)) => {
-                if let Ok(Err(e)) = h {
-                    tracing::warn!(error = %e, "HTTP server stopped with an error");
-                }
-                if let Ok(Err(e)) = g {
-                    tracing::warn!(error = %e, "gRPC server stopped with an error");
-                }
-            }
-            Err(_) => tracing::warn!("servers did not stop within {} s", deadline.as_secs()),
-        }
-        let _ = retention.await;
-        if let Some(w) = worker {
-            if tokio::time::timeout(deadline, w).await.is_err() {
-                tracing::warn!(
-                    "detection worker did not stop within {} s",
-                    deadline.as_secs()
-                );
-            }
-        }
+        join_servers(http_task, grpc_task, deadline).await;
+        background.join(deadline).await;
         // The routers are gone: drop the last submitter so the writer commits what is queued
         // and exits.
         let store = state.store.clone();
@@ -231,5 +170,109 @@ impl Application {
         store.close().await;
         tracing::info!("omrd stopped");
         Ok(())
+    }
+}
+
+type ServerTask<E> = tokio::task::JoinHandle<Result<(), E>>;
+
+/// The HTTP API on `listener` until `cancel` fires.
+fn serve_http(
+    state: &Arc<AppState>,
+    listener: TcpListener,
+    cancel: &CancellationToken,
+) -> ServerTask<std::io::Error> {
+    let router = crate::http::router(state.clone());
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async move { c.cancelled().await })
+            .await
+    })
+}
+
+/// The gRPC registry, health and reflection services on `listener` until `cancel` fires (a
+/// `role = "worker"` process serves none of them); returns the health reporter.
+async fn serve_grpc(
+    state: &Arc<AppState>,
+    listener: TcpListener,
+    cancel: &CancellationToken,
+) -> anyhow::Result<(
+    ServerTask<tonic::transport::Error>,
+    tonic_health::server::HealthReporter,
+)> {
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<DetectorServer<DetectorService>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(omr_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let detector = DetectorServer::new(DetectorService::new(state.clone()))
+        .max_decoding_message_size(GRPC_MAX_MESSAGE);
+    let c = cancel.clone();
+    let serve = state.config.role != crate::config::Role::Worker;
+    let task = tokio::spawn(async move {
+        if !serve {
+            c.cancelled().await;
+            return Ok(());
+        }
+        tonic::transport::Server::builder()
+            .add_service(health_service)
+            .add_service(reflection)
+            .add_service(detector)
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                async move { c.cancelled().await },
+            )
+            .await
+    });
+    Ok((task, health_reporter))
+}
+
+/// Wait (at most `deadline`) for both servers to finish their in-flight requests.
+async fn join_servers(
+    http: ServerTask<std::io::Error>,
+    grpc: ServerTask<tonic::transport::Error>,
+    deadline: Duration,
+) {
+    match tokio::time::timeout(deadline, async { (http.await, grpc.await) }).await {
+        Ok((h, g)) => {
+            if let Ok(Err(e)) = h {
+                tracing::warn!(error = %e, "HTTP server stopped with an error");
+            }
+            if let Ok(Err(e)) = g {
+                tracing::warn!(error = %e, "gRPC server stopped with an error");
+            }
+        }
+        Err(_) => tracing::warn!("servers did not stop within {} s", deadline.as_secs()),
+    }
+}
+
+/// The detection worker (unless `role = "api"`) and the retention task.
+struct Background {
+    worker: Option<tokio::task::JoinHandle<()>>,
+    retention: tokio::task::JoinHandle<()>,
+}
+
+impl Background {
+    fn spawn(state: &Arc<AppState>, cancel: &CancellationToken) -> Background {
+        let worker = (state.config.role != crate::config::Role::Api)
+            .then(|| tokio::spawn(crate::worker::run(state.clone(), cancel.clone())));
+        let retention = tokio::spawn(crate::worker::retention(state.clone(), cancel.clone()));
+        Background { worker, retention }
+    }
+
+    /// After cancellation: the worker finishes its batch in progress (at most `deadline`).
+    async fn join(self, deadline: Duration) {
+        let _ = self.retention.await;
+        if let Some(w) = self.worker {
+            if tokio::time::timeout(deadline, w).await.is_err() {
+                tracing::warn!(
+                    "detection worker did not stop within {} s",
+                    deadline.as_secs()
+                );
+            }
+        }
     }
 }

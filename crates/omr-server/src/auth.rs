@@ -1,8 +1,13 @@
-//! Access tokens: 256 random bits shown once, stored as SHA-256, compared in constant time.
+//! Access tokens: 256 random bits shown once, stored as SHA-256, compared in constant time;
+//! [`authorize`], the one check every call on a key makes (HTTP digests and gRPC alike).
 
+use omr_api::ErrorCode;
+use omr_store::{KeyMeta, Store};
 use rand::RngCore;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq;
+
+use crate::error::ServiceError;
 
 /// A fresh token (hex) and the hash to store.
 pub fn new_token() -> (String, [u8; 32]) {
@@ -19,6 +24,39 @@ pub fn bearer(value: &str) -> Option<&str> {
         .strip_prefix("Bearer ")
         .map(str::trim)
         .filter(|t| !t.is_empty())
+}
+
+/// Authenticate a call on `key_id` whose `Authorization` value (header or gRPC metadata; `None`
+/// when absent or not text) should be `Bearer <token>`; returns the key's metadata.
+pub async fn authorize(
+    store: &Store,
+    key_id: &str,
+    authorization: Option<&str>,
+) -> Result<KeyMeta, ServiceError> {
+    let value = authorization.ok_or_else(|| {
+        ServiceError::new(
+            ErrorCode::Unauthorized,
+            "missing Authorization: Bearer <token>",
+        )
+    })?;
+    let token = bearer(value).ok_or_else(|| {
+        ServiceError::new(
+            ErrorCode::Unauthorized,
+            "authorization must be 'Bearer <token>'",
+        )
+    })?;
+    let meta = store
+        .key(key_id)
+        .await
+        .map_err(|e| ServiceError::internal("loading a key", e))?
+        .ok_or_else(|| ServiceError::unknown_key(key_id))?;
+    if !token_matches(token, &meta.token_hash) {
+        return Err(ServiceError::new(
+            ErrorCode::Forbidden,
+            "the token does not belong to this key",
+        ));
+    }
+    Ok(meta)
 }
 
 /// Whether `token` hashes to `stored_hash`.

@@ -9,24 +9,15 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use omr_api::http::{DigestQuery, ErrorBody};
+use omr_api::{headers, ErrorCode};
 use omr_core::{Accumulator, DigestKey};
-use serde::Deserialize;
-use utoipa::IntoParams;
 
-use crate::error::ApiError;
+use crate::error::ServiceError;
 use crate::state::AppState;
 
 /// Most cached encoded digests (each ≈ 166 KB for omr-v1, k̄ = 50).
 const DIGEST_CACHE_ENTRIES: usize = 1024;
-
-#[derive(Debug, Deserialize, IntoParams)]
-pub struct DigestQuery {
-    /// First board index wanted (default: the key's start). Rounded down to an epoch start.
-    pub from: Option<u64>,
-    /// Stop at the first epoch boundary at or after this index (default: the key's cursor).
-    /// For splitting a range that holds more than k̄ pertinent messages.
-    pub to: Option<u64>,
-}
 
 /// The encoded digest, with the range it covers in `omr-range-start` / `omr-range-end`, the board
 /// head and the key's lag; `omr-next-from` when more of the range is on a further page.
@@ -34,9 +25,9 @@ pub struct DigestQuery {
     get, path = "/v1/digests/{key_id}", params(("key_id" = String, Path), DigestQuery),
     responses(
         (status = 200, description = "application/octet-stream: the omr-core Digest encoding"),
-        (status = 401, body = crate::error::ErrorBody, description = "No Bearer token"),
-        (status = 403, body = crate::error::ErrorBody, description = "Wrong token"),
-        (status = 404, body = crate::error::ErrorBody, description = "Unknown key"),
+        (status = 401, body = ErrorBody, description = "No Bearer token"),
+        (status = 403, body = ErrorBody, description = "Wrong token"),
+        (status = 404, body = ErrorBody, description = "Unknown key"),
     )
 )]
 pub async fn get_digest(
@@ -58,7 +49,7 @@ pub async fn get_digest(
             state
                 .metrics
                 .digest_requests
-                .with_label_values(&[e.code])
+                .with_label_values(&[e.code.as_str()])
                 .inc();
             e.into_response()
         }
@@ -82,32 +73,13 @@ async fn digest(
     key_id: &str,
     query: Result<Query<DigestQuery>, axum::extract::rejection::QueryRejection>,
     headers: &HeaderMap,
-) -> Result<Response, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::bad_request("malformed_query", e.body_text()))?;
-    let token = headers
+) -> Result<Response, ServiceError> {
+    let Query(q) =
+        query.map_err(|e| ServiceError::new(ErrorCode::MalformedQuery, e.body_text()))?;
+    let authorization = headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(crate::auth::bearer)
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "missing Authorization: Bearer <token>",
-            )
-        })?;
-    let meta = state
-        .store
-        .key(key_id)
-        .await
-        .map_err(|e| ApiError::internal("loading a key", e))?
-        .ok_or_else(|| unknown_key(key_id))?;
-    if !crate::auth::token_matches(token, &meta.token_hash) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "the token does not belong to this key",
-        ));
-    }
+        .and_then(|v| v.to_str().ok());
+    let meta = crate::auth::authorize(&state.store, key_id, authorization).await?;
     let d = build(state, &meta, q.from, q.to).await?;
     state.metrics.digest_bytes.inc_by(d.bytes.len() as u64);
     let mut h = HeaderMap::new();
@@ -116,129 +88,162 @@ async fn digest(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
-    h.insert("omr-range-start", num(d.range_start));
-    h.insert("omr-range-end", num(d.range_end));
-    h.insert("omr-board-head", num(d.board_head));
-    h.insert("omr-lag", num(d.lag));
-    h.insert("omr-epoch-length", num(d.epoch));
+    h.insert(headers::RANGE_START, num(d.range_start));
+    h.insert(headers::RANGE_END, num(d.range_end));
+    h.insert(headers::BOARD_HEAD, num(d.board_head));
+    h.insert(headers::LAG, num(d.lag));
+    h.insert(headers::EPOCH_LENGTH, num(d.epoch));
     if let Some(n) = d.next_from {
-        h.insert("omr-next-from", num(n));
+        h.insert(headers::NEXT_FROM, num(n));
     }
     Ok((StatusCode::OK, h, d.bytes).into_response())
 }
 
 /// Sum the key's epoch accumulators from the epoch holding `from` (at most M messages, and
-/// stopping at the first epoch boundary at or after `to`) and encode the digest, from the cache when the range has not moved. The caller authenticated and
-/// read `meta` (its cursor) just before.
+/// stopping at the first epoch boundary at or after `to`) and encode the digest, from the cache
+/// when the range has not moved. The caller authenticated and read `meta` (its cursor) just
+/// before.
 pub async fn build(
     state: &Arc<AppState>,
     meta: &omr_store::KeyMeta,
     from: Option<u64>,
     to: Option<u64>,
-) -> Result<BuiltDigest, ApiError> {
-    let internal = |what: &'static str| move |e: omr_store::StoreError| ApiError::internal(what, e);
-    let key_id = meta.key_id.as_str();
+) -> Result<BuiltDigest, ServiceError> {
     let params = state.params;
     let epoch = state.config.epoch_len.clamp(1, params.max_range);
     let head = state
         .store
         .board_head()
         .await
-        .map_err(internal("reading the board head"))?;
-    let cursor = meta.cursor;
+        .map_err(|e| ServiceError::internal("reading the board head", e))?;
     let from = from.unwrap_or(meta.start_index).max(meta.start_index);
-    if let Some(to) = to {
-        if to <= from {
-            return Err(ApiError::bad_request(
-                "malformed_query",
-                format!("to = {to} must be greater than from = {from}"),
-            ));
-        }
+    if let Some(to) = to.filter(|&to| to <= from) {
+        return Err(ServiceError::new(
+            ErrorCode::MalformedQuery,
+            format!("to = {to} must be greater than from = {from}"),
+        ));
     }
-    let limit = (params.max_range / epoch + 1) as u32;
-    // Decide the range from the epochs' bounds alone: a cached digest is served without reading
-    // any accumulator data.
-    let ranges = state
-        .store
-        .accumulator_ranges_from(key_id, from, limit)
-        .await
-        .map_err(internal("reading accumulators"))?;
-    let (n, mut next_from) = digest_run(&ranges, params.max_range, to);
-    let (mut range_start, mut range_end) = match n {
-        0 => (cursor, cursor),
-        _ => (ranges[0].0, ranges[n - 1].1),
-    };
+    let plan = plan(state, meta, from, to, epoch).await?;
+    let key = (meta.key_id.clone(), plan.start, plan.end);
     let cached = state
         .digests
         .lock()
         .expect("digest cache")
-        .get(&(key_id.to_string(), range_start, range_end))
+        .get(&key)
         .cloned();
-    let bytes = match cached {
-        Some(b) => b,
+    let (bytes, start, end, mut next_from) = match cached {
+        Some(bytes) => (bytes, plan.start, plan.end, plan.next_from),
         None => {
-            let bad = |what: &'static str| move |e: omr_core::OmrError| ApiError::internal(what, e);
-            let rows = match n {
-                0 => Vec::new(),
-                _ => state
-                    .store
-                    .accumulators_from(key_id, range_start, n as u32)
-                    .await
-                    .map_err(internal("reading accumulators"))?,
-            };
-            let accs = rows
-                .iter()
-                .map(|r| Accumulator::from_bytes(&r.data))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(bad("decoding an accumulator"))?;
-            // The worker may have committed since the bounds were read: sum what is there now.
-            let bounds: Vec<(u64, u64)> = accs.iter().map(|a| (a.start(), a.end())).collect();
-            let (k, _) = digest_run(&bounds, params.max_range, to);
-            let mut parts = accs.into_iter().take(k);
-            // Nothing folded at or after `from` yet: an empty digest at the cursor.
-            let acc = match parts.next() {
-                None => Accumulator::new(params, meta.kbar as usize, cursor),
-                Some(mut sum) => {
-                    for a in parts {
-                        sum.merge(&a).map_err(bad("merging accumulators"))?;
-                    }
-                    sum
-                }
-            };
-            if k < bounds.len() {
-                next_from = Some(acc.end());
-            }
-            (range_start, range_end) = (acc.start(), acc.end());
-            let dkey = digest_key(state, key_id).await?;
-            let encoded =
-                tokio::task::spawn_blocking(move || dkey.digest(&acc).map(|d| d.to_bytes()))
-                    .await
-                    .map_err(|e| ApiError::internal("encoding a digest", e))?
-                    .map_err(bad("encoding a digest"))?;
-            let encoded = Bytes::from(encoded);
-            let mut cache = state.digests.lock().expect("digest cache");
-            if cache.len() >= DIGEST_CACHE_ENTRIES {
-                cache.clear();
-            }
-            cache.insert(
-                (key_id.to_string(), range_start, range_end),
-                encoded.clone(),
-            );
-            encoded
+            let (acc, more) = assemble(state, meta, &plan, to).await?;
+            let (start, end) = (acc.start(), acc.end());
+            let bytes = encode(state, &meta.key_id, acc).await?;
+            cache_put(state, (meta.key_id.clone(), start, end), bytes.clone());
+            (bytes, start, end, more.then_some(end).or(plan.next_from))
         }
     };
-    if next_from.is_none() && range_end < cursor {
-        next_from = Some(range_end);
+    if next_from.is_none() && end < meta.cursor {
+        next_from = Some(end);
     }
     Ok(BuiltDigest {
         bytes,
-        range_start,
-        range_end,
+        range_start: start,
+        range_end: end,
         board_head: head,
-        lag: head.saturating_sub(cursor),
+        lag: head.saturating_sub(meta.cursor),
         next_from,
         epoch,
     })
+}
+
+/// The range a digest from `from` covers, decided from the stored epochs' bounds alone, so that
+/// a cached digest is served without reading any accumulator data.
+#[derive(Debug)]
+struct Plan {
+    start: u64,
+    end: u64,
+    /// Epochs summed (0: nothing folded at or after `from` yet).
+    epochs: usize,
+    next_from: Option<u64>,
+}
+
+async fn plan(
+    state: &AppState,
+    meta: &omr_store::KeyMeta,
+    from: u64,
+    to: Option<u64>,
+    epoch: u64,
+) -> Result<Plan, ServiceError> {
+    let limit = (state.params.max_range / epoch + 1) as u32;
+    let ranges = state
+        .store
+        .accumulator_ranges_from(&meta.key_id, from, limit)
+        .await
+        .map_err(|e| ServiceError::internal("reading accumulators", e))?;
+    let (epochs, next_from) = digest_run(&ranges, state.params.max_range, to);
+    let (start, end) = match epochs {
+        0 => (meta.cursor, meta.cursor),
+        n => (ranges[0].0, ranges[n - 1].1),
+    };
+    Ok(Plan {
+        start,
+        end,
+        epochs,
+        next_from,
+    })
+}
+
+/// Read and sum the planned epochs' accumulators. The worker may have committed since the
+/// bounds were read: sums what is there now, and says whether epochs remain past the sum.
+async fn assemble(
+    state: &AppState,
+    meta: &omr_store::KeyMeta,
+    plan: &Plan,
+    to: Option<u64>,
+) -> Result<(Accumulator, bool), ServiceError> {
+    let bad = |what: &'static str| move |e: omr_core::OmrError| ServiceError::internal(what, e);
+    let rows = match plan.epochs {
+        0 => Vec::new(),
+        n => state
+            .store
+            .accumulators_from(&meta.key_id, plan.start, n as u32)
+            .await
+            .map_err(|e| ServiceError::internal("reading accumulators", e))?,
+    };
+    let accs = rows
+        .iter()
+        .map(|r| Accumulator::from_bytes(&r.data))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(bad("decoding an accumulator"))?;
+    let bounds: Vec<(u64, u64)> = accs.iter().map(|a| (a.start(), a.end())).collect();
+    let (k, _) = digest_run(&bounds, state.params.max_range, to);
+    let mut parts = accs.into_iter().take(k);
+    // Nothing folded at or after `from` yet: an empty digest at the cursor.
+    let Some(mut sum) = parts.next() else {
+        let empty = Accumulator::new(state.params, meta.kbar as usize, meta.cursor);
+        return Ok((empty, false));
+    };
+    for a in parts {
+        sum.merge(&a).map_err(bad("merging accumulators"))?;
+    }
+    Ok((sum, k < bounds.len()))
+}
+
+/// Keyswitch and switch down an accumulator for transport, off the async runtime.
+async fn encode(state: &AppState, key_id: &str, acc: Accumulator) -> Result<Bytes, ServiceError> {
+    let dkey = digest_key(state, key_id).await?;
+    let encoded = tokio::task::spawn_blocking(move || dkey.digest(&acc).map(|d| d.to_bytes()))
+        .await
+        .map_err(|e| ServiceError::internal("encoding a digest", e))?
+        .map_err(|e| ServiceError::internal("encoding a digest", e))?;
+    Ok(Bytes::from(encoded))
+}
+
+fn cache_put(state: &AppState, range: crate::state::DigestRange, bytes: Bytes) {
+    let mut cache = state.digests.lock().expect("digest cache");
+    if cache.len() >= DIGEST_CACHE_ENTRIES {
+        cache.clear();
+    }
+    cache.insert(range, bytes);
 }
 
 /// How many of the epochs `ranges` (sorted by start) one digest sums: consecutive from the
@@ -257,15 +262,7 @@ fn digest_run(ranges: &[(u64, u64)], max_range: u64, to: Option<u64>) -> (usize,
     (ranges.len(), None)
 }
 
-fn unknown_key(key_id: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_key",
-        format!("no detection key {key_id}"),
-    )
-}
-
-async fn digest_key(state: &Arc<AppState>, key_id: &str) -> Result<Arc<DigestKey>, ApiError> {
+async fn digest_key(state: &AppState, key_id: &str) -> Result<Arc<DigestKey>, ServiceError> {
     if let Some(k) = state.digest_keys.lock().expect("digest keys").get(key_id) {
         return Ok(k.clone());
     }
@@ -273,11 +270,11 @@ async fn digest_key(state: &Arc<AppState>, key_id: &str) -> Result<Arc<DigestKey
         .store
         .digest_key(key_id)
         .await
-        .map_err(|e| ApiError::internal("loading a digest key", e))?
-        .ok_or_else(|| unknown_key(key_id))?;
+        .map_err(|e| ServiceError::internal("loading a digest key", e))?
+        .ok_or_else(|| ServiceError::unknown_key(key_id))?;
     let key = Arc::new(
         DigestKey::from_bytes(&bytes)
-            .map_err(|e| ApiError::internal("decoding a digest key", e))?,
+            .map_err(|e| ServiceError::internal("decoding a digest key", e))?,
     );
     let mut keys = state.digest_keys.lock().expect("digest keys");
     if keys.len() >= 4096 {

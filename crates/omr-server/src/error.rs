@@ -1,88 +1,138 @@
-//! The HTTP API's error type: a status and a JSON body `{code, message}`. Bad input gets a
-//! precise message; internal failures are logged once here and shown to clients generically.
+//! [`ServiceError`]: one error for every omrd API, transport-neutral, with one mapping to HTTP
+//! (status + JSON `{code, message}`) and one to gRPC (`tonic::Status`). Bad input gets a precise
+//! message; internal failures are logged once, where they are made, and shown generically.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use omr_api::http::ErrorBody;
+use omr_api::ErrorCode;
 use omr_core::OmrError;
-use serde::Serialize;
 
-/// An error answered to an HTTP client.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
+/// An error answered to a client of the HTTP or the gRPC API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceError {
+    pub code: ErrorCode,
     pub message: String,
 }
 
-/// The JSON body of every error response.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
-    /// Stable machine-readable code, e.g. `malformed_clue`.
-    pub code: &'static str,
-    /// What was wrong, for humans.
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
+impl ServiceError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ServiceError {
             code,
             message: message.into(),
         }
     }
 
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, code, message)
-    }
-
     /// An internal failure: logged with its cause, answered generically.
     pub fn internal(context: &str, err: impl std::fmt::Display) -> Self {
         tracing::error!(error = %err, "{context}");
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "internal error; see server logs",
-        )
+        Self::new(ErrorCode::Internal, "internal error; see server logs")
+    }
+
+    pub fn unknown_key(key_id: &str) -> Self {
+        Self::new(ErrorCode::UnknownKey, format!("no detection key {key_id}"))
     }
 
     /// Map a decoding error of client-supplied bytes (`what` names the field).
     pub fn from_omr(what: &'static str, err: OmrError) -> Self {
         match err {
-            OmrError::PayloadTooLarge { .. } => Self::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                err.to_string(),
-            ),
-            OmrError::TooLarge { .. } => Self::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                err.to_string(),
-            ),
-            OmrError::UnknownParamSet(_) | OmrError::ParamMismatch { .. } => {
-                Self::bad_request("param_set_mismatch", format!("{what}: {err}"))
+            OmrError::PayloadTooLarge { .. } => {
+                Self::new(ErrorCode::PayloadTooLarge, err.to_string())
             }
-            _ => Self::bad_request(
+            OmrError::TooLarge { .. } => Self::new(ErrorCode::BodyTooLarge, err.to_string()),
+            OmrError::UnknownParamSet(_) | OmrError::ParamMismatch { .. } => {
+                Self::new(ErrorCode::ParamSetMismatch, format!("{what}: {err}"))
+            }
+            _ => Self::new(
                 match what {
-                    "clue" => "malformed_clue",
-                    _ => "malformed_message",
+                    "clue" => ErrorCode::MalformedClue,
+                    _ => ErrorCode::MalformedMessage,
                 },
                 format!("{what}: {err}"),
             ),
         }
     }
+
+    /// Prefix the message with where the error happened (e.g. `message 3`).
+    pub fn at(mut self, place: impl std::fmt::Display) -> Self {
+        self.message = format!("{place}: {}", self.message);
+        self
+    }
+
+    /// The gRPC status code for an error with `code`.
+    pub fn grpc_code(code: ErrorCode) -> tonic::Code {
+        use tonic::Code;
+        match code {
+            ErrorCode::MalformedJson
+            | ErrorCode::MalformedClue
+            | ErrorCode::MalformedPayload
+            | ErrorCode::MalformedMessage
+            | ErrorCode::MalformedQuery
+            | ErrorCode::MalformedUpload
+            | ErrorCode::InvalidKey
+            | ErrorCode::ParamSetMismatch
+            | ErrorCode::EmptyBatch
+            | ErrorCode::UnsupportedMediaType => Code::InvalidArgument,
+            ErrorCode::PayloadTooLarge
+            | ErrorCode::BodyTooLarge
+            | ErrorCode::BatchTooLarge
+            | ErrorCode::KeyTooLarge => Code::ResourceExhausted,
+            ErrorCode::Unauthorized => Code::Unauthenticated,
+            ErrorCode::Forbidden => Code::PermissionDenied,
+            ErrorCode::UnknownKey => Code::NotFound,
+            ErrorCode::UploadTimeout => Code::DeadlineExceeded,
+            ErrorCode::Busy | ErrorCode::Unavailable => Code::Unavailable,
+            ErrorCode::Internal => Code::Internal,
+        }
+    }
 }
 
-impl IntoResponse for ApiError {
+impl std::fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for ServiceError {}
+
+/// The HTTP mapping: the code's status and the `{code, message}` body.
+impl IntoResponse for ServiceError {
     fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(ErrorBody {
-                code: self.code,
-                message: self.message,
-            }),
-        )
-            .into_response()
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(ErrorBody::new(self.code, self.message))).into_response()
+    }
+}
+
+/// The gRPC mapping: the code's status, the message as is.
+impl From<ServiceError> for tonic::Status {
+    fn from(e: ServiceError) -> Self {
+        tonic::Status::new(ServiceError::grpc_code(e.code), e.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_maps_to_a_grpc_status_of_the_same_class() {
+        for code in ErrorCode::ALL {
+            let grpc = ServiceError::grpc_code(code);
+            let http = code.http_status();
+            match http {
+                400 | 415 => assert_eq!(grpc, tonic::Code::InvalidArgument, "{code}"),
+                413 => assert_eq!(grpc, tonic::Code::ResourceExhausted, "{code}"),
+                500 => assert_eq!(grpc, tonic::Code::Internal, "{code}"),
+                503 => assert_eq!(grpc, tonic::Code::Unavailable, "{code}"),
+                _ => assert_ne!(grpc, tonic::Code::Ok, "{code}"),
+            }
+        }
+        let s = tonic::Status::from(ServiceError::unknown_key("k"));
+        assert_eq!(
+            (s.code(), s.message()),
+            (tonic::Code::NotFound, "no detection key k")
+        );
     }
 }

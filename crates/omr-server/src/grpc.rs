@@ -3,21 +3,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use omr_api::{ErrorCode, StartAt};
 use omr_core::{CompressedDetectionKey, ParamSet};
 use omr_proto::v1::detector_server::Detector;
 use omr_proto::v1::register_detection_key_request::Part;
-use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{
     get_digest_response::Part as DigestPart, DeleteDetectionKeyRequest, DeleteDetectionKeyResponse,
     DigestHeader, GetDigestRequest, GetDigestResponse, GetKeyStatusRequest, GetKeyStatusResponse,
     GetParamsRequest, GetParamsResponse, RegisterDetectionKeyRequest, RegisterDetectionKeyResponse,
     RegistrationHeader,
 };
-use omr_store::{KeyMeta, NewKey, StartAt};
+use omr_store::{KeyMeta, NewKey};
 use tokio::sync::Semaphore;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::error::ServiceError;
 use crate::state::AppState;
 
 /// The service implementation.
@@ -33,11 +34,6 @@ impl DetectorService {
         DetectorService { state, uploads }
     }
 
-    fn internal(context: &str, err: impl std::fmt::Display) -> Status {
-        tracing::error!(error = %err, "{context}");
-        Status::internal("internal error; see server logs")
-    }
-
     fn outcome(&self, outcome: &str) {
         self.state
             .metrics
@@ -47,36 +43,44 @@ impl DetectorService {
     }
 
     /// Check the header against this server before any key bytes are accepted.
-    fn check_header(&self, h: &RegistrationHeader) -> Result<(), Status> {
+    fn check_header(&self, h: &RegistrationHeader) -> Result<(), ServiceError> {
+        let malformed = |m: String| ServiceError::new(ErrorCode::MalformedUpload, m);
         let params = ParamSet::by_name(&h.param_set).map_err(|_| {
-            Status::invalid_argument(format!("unknown parameter set {:?}", h.param_set))
+            ServiceError::new(
+                ErrorCode::ParamSetMismatch,
+                format!("unknown parameter set {:?}", h.param_set),
+            )
         })?;
         if params != self.state.params {
-            return Err(Status::invalid_argument(format!(
-                "parameter set {} is not this server's ({})",
-                params.name, self.state.params.name
-            )));
+            return Err(ServiceError::new(
+                ErrorCode::ParamSetMismatch,
+                format!(
+                    "parameter set {} is not this server's ({})",
+                    params.name, self.state.params.name
+                ),
+            ));
         }
         if h.kbar == 0 || h.kbar as usize > params.max_kbar {
-            return Err(Status::invalid_argument(format!(
+            return Err(malformed(format!(
                 "k̄ = {} is out of range 1..={}",
                 h.kbar, params.max_kbar
             )));
         }
         if h.total_bytes == 0 {
-            return Err(Status::invalid_argument(
-                "total_bytes must be the key's size",
-            ));
+            return Err(malformed("total_bytes must be the key's size".into()));
         }
         if h.total_bytes > self.state.config.max_key_bytes {
-            return Err(Status::resource_exhausted(format!(
-                "key of {} bytes exceeds the limit of {} bytes",
-                h.total_bytes, self.state.config.max_key_bytes
-            )));
+            return Err(ServiceError::new(
+                ErrorCode::KeyTooLarge,
+                format!(
+                    "key of {} bytes exceeds the limit of {} bytes",
+                    h.total_bytes, self.state.config.max_key_bytes
+                ),
+            ));
         }
         if h.start.is_none() {
-            return Err(Status::invalid_argument(
-                "header must say where to start: from_now or start_index",
+            return Err(malformed(
+                "header must say where to start: from_now or start_index".into(),
             ));
         }
         Ok(())
@@ -90,39 +94,35 @@ impl DetectorService {
             Some(Ok(RegisterDetectionKeyRequest {
                 part: Some(Part::Header(h)),
             })) => h,
-            Some(Ok(_)) => {
-                return Err(Status::invalid_argument(
-                    "the first message must be the header",
-                ))
-            }
+            Some(Ok(_)) => return Err(malformed_upload("the first message must be the header")),
             Some(Err(s)) => return Err(s),
             None => {
-                return Err(Status::invalid_argument(
+                return Err(malformed_upload(
                     "empty stream: send a header, then the key",
                 ))
             }
         };
-        self.check_header(&header)?;
+        self.check_header(&header).map_err(Status::from)?;
         let total = header.total_bytes as usize;
         let mut key = Vec::with_capacity(total);
         while let Some(msg) = stream.next().await {
             match msg?.part {
                 Some(Part::Chunk(c)) => {
                     if key.len() + c.len() > total {
-                        return Err(Status::resource_exhausted(format!(
-                            "stream carries more than the declared {total} bytes"
-                        )));
+                        return Err(ServiceError::new(
+                            ErrorCode::KeyTooLarge,
+                            format!("stream carries more than the declared {total} bytes"),
+                        )
+                        .into());
                     }
                     key.extend_from_slice(&c);
                 }
-                Some(Part::Header(_)) => {
-                    return Err(Status::invalid_argument("a second header was sent"))
-                }
-                None => return Err(Status::invalid_argument("empty request message")),
+                Some(Part::Header(_)) => return Err(malformed_upload("a second header was sent")),
+                None => return Err(malformed_upload("empty request message")),
             }
         }
         if key.len() != total {
-            return Err(Status::invalid_argument(format!(
+            return Err(malformed_upload(format!(
                 "truncated upload: received {} of {total} bytes",
                 key.len()
             )));
@@ -130,45 +130,23 @@ impl DetectorService {
         Ok((header, key))
     }
 
-    /// Authenticate a call on `key_id` with its Bearer token.
-    async fn authorize<T>(&self, req: &Request<T>, key_id: &str) -> Result<KeyMeta, Status> {
-        let token = req
+    /// Authenticate a call on `key_id` with its Bearer token (see [`crate::auth::authorize`]).
+    async fn authorize<T>(&self, req: &Request<T>, key_id: &str) -> Result<KeyMeta, ServiceError> {
+        let authorization = req
             .metadata()
             .get("authorization")
-            .ok_or_else(|| Status::unauthenticated("missing authorization: Bearer <token>"))?
-            .to_str()
-            .map_err(|_| Status::unauthenticated("authorization metadata is not text"))?;
-        let token = crate::auth::bearer(token)
-            .ok_or_else(|| Status::unauthenticated("authorization must be 'Bearer <token>'"))?;
-        let meta = self
-            .state
-            .store
-            .key(key_id)
-            .await
-            .map_err(|e| Self::internal("loading a key", e))?
-            .ok_or_else(|| Status::not_found(format!("no detection key {key_id}")))?;
-        if !crate::auth::token_matches(token, &meta.token_hash) {
-            return Err(Status::permission_denied(
-                "the token does not belong to this key",
-            ));
-        }
-        Ok(meta)
+            .map(|v| v.to_str().unwrap_or(""));
+        crate::auth::authorize(&self.state.store, key_id, authorization).await
     }
 
     async fn build_digest(
         &self,
         request: &Request<GetDigestRequest>,
-    ) -> Result<crate::digests::BuiltDigest, Status> {
+    ) -> Result<crate::digests::BuiltDigest, ServiceError> {
         let key_id = &request.get_ref().key_id;
         let (from, to) = (request.get_ref().from, request.get_ref().to);
         let meta = self.authorize(request, key_id).await?;
-        crate::digests::build(&self.state, &meta, from, to)
-            .await
-            .map_err(|e| match e.status {
-                axum::http::StatusCode::NOT_FOUND => Status::not_found(e.message),
-                axum::http::StatusCode::BAD_REQUEST => Status::invalid_argument(e.message),
-                _ => Status::internal(e.message),
-            })
+        crate::digests::build(&self.state, &meta, from, to).await
     }
 }
 
@@ -180,7 +158,10 @@ impl Detector for DetectorService {
     ) -> Result<Response<RegisterDetectionKeyResponse>, Status> {
         let _permit = self.uploads.clone().try_acquire_owned().map_err(|_| {
             self.outcome("busy");
-            Status::unavailable("too many key uploads in progress; retry shortly")
+            Status::from(ServiceError::new(
+                ErrorCode::Busy,
+                "too many key uploads in progress; retry shortly",
+            ))
         })?;
         let deadline = Duration::from_secs(self.state.config.key_upload_timeout_secs);
         let received = tokio::time::timeout(deadline, self.receive(request.into_inner())).await;
@@ -192,10 +173,11 @@ impl Detector for DetectorService {
             }
             Err(_) => {
                 self.outcome("timeout");
-                return Err(Status::deadline_exceeded(format!(
-                    "key upload took longer than {} s",
-                    deadline.as_secs()
-                )));
+                return Err(ServiceError::new(
+                    ErrorCode::UploadTimeout,
+                    format!("key upload took longer than {} s", deadline.as_secs()),
+                )
+                .into());
             }
         };
         // Decode the whole key under the declared parameter set before storing anything.
@@ -206,24 +188,28 @@ impl Detector for DetectorService {
             (key, r)
         })
         .await
-        .map_err(|e| Self::internal("decoding a key", e))?;
+        .map_err(|e| ServiceError::internal("decoding a key", e))?;
         let (param_set, kbar, digest_key) = decoded.map_err(|e| {
             self.outcome("invalid");
-            Status::invalid_argument(format!("the detection key does not decode: {e}"))
+            ServiceError::new(
+                ErrorCode::InvalidKey,
+                format!("the detection key does not decode: {e}"),
+            )
         })?;
         if param_set != header.param_set || kbar != header.kbar as usize {
             self.outcome("invalid");
-            return Err(Status::invalid_argument(format!(
-                "the key is for {param_set} with k̄ = {kbar}, the header says {} with k̄ = {}",
-                header.param_set, header.kbar
-            )));
+            return Err(ServiceError::new(
+                ErrorCode::InvalidKey,
+                format!(
+                    "the key is for {param_set} with k̄ = {kbar}, the header says {} with k̄ = {}",
+                    header.param_set, header.kbar
+                ),
+            )
+            .into());
         }
         let (token, token_hash) = crate::auth::new_token();
         let key_id = uuid::Uuid::new_v4().to_string();
-        let start = match header.start {
-            Some(Start::StartIndex(i)) => StartAt::Index(i),
-            _ => StartAt::Now,
-        };
+        let start = header.start.map_or(StartAt::Now, StartAt::from);
         let start_index = self
             .state
             .store
@@ -237,7 +223,7 @@ impl Detector for DetectorService {
                 digest_key: &digest_key,
             })
             .await
-            .map_err(|e| Self::internal("storing a key", e))?;
+            .map_err(|e| ServiceError::internal("storing a key", e))?;
         self.outcome("registered");
         tracing::info!(%key_id, bytes = key.len(), start_index, "detection key registered");
         Ok(Response::new(RegisterDetectionKeyResponse {
@@ -257,7 +243,7 @@ impl Detector for DetectorService {
             .store
             .delete_key(&key_id)
             .await
-            .map_err(|e| Self::internal("deleting a key", e))?;
+            .map_err(|e| ServiceError::internal("deleting a key", e))?;
         tracing::info!(%key_id, "detection key deleted");
         Ok(Response::new(DeleteDetectionKeyResponse {}))
     }
@@ -273,7 +259,7 @@ impl Detector for DetectorService {
             .store
             .board_head()
             .await
-            .map_err(|e| Self::internal("reading the board head", e))?;
+            .map_err(|e| ServiceError::internal("reading the board head", e))?;
         Ok(Response::new(GetKeyStatusResponse {
             key_id,
             param_set: meta.param_set,
@@ -296,16 +282,10 @@ impl Detector for DetectorService {
         request: Request<GetDigestRequest>,
     ) -> Result<Response<Self::GetDigestStream>, Status> {
         let result = self.build_digest(&request).await;
-        // The same outcome labels as the HTTP route's error codes.
+        // The same outcome labels as the HTTP route: the error codes.
         let outcome = match &result {
             Ok(_) => "ok",
-            Err(s) => match s.code() {
-                tonic::Code::Unauthenticated => "unauthorized",
-                tonic::Code::PermissionDenied => "forbidden",
-                tonic::Code::NotFound => "unknown_key",
-                tonic::Code::InvalidArgument => "malformed_query",
-                _ => "internal",
-            },
+            Err(e) => e.code.as_str(),
         };
         self.state
             .metrics
@@ -325,7 +305,7 @@ impl Detector for DetectorService {
             })),
         };
         let chunks: Vec<Result<GetDigestResponse, Status>> = std::iter::once(Ok(header))
-            .chain(d.bytes.chunks(1 << 20).map(|c| {
+            .chain(d.bytes.chunks(omr_api::CHUNK_BYTES).map(|c| {
                 Ok(GetDigestResponse {
                     part: Some(DigestPart::Chunk(c.to_vec())),
                 })
@@ -350,29 +330,16 @@ impl Detector for DetectorService {
     }
 }
 
-/// Milliseconds since the epoch as RFC 3339 UTC (no external date crate needed).
+/// Milliseconds since the epoch as RFC 3339 UTC with milliseconds.
 fn rfc3339_ms(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| format!("{ms} ms since the Unix epoch"))
+}
+
+/// A malformed key upload, as a gRPC status.
+fn malformed_upload(message: impl Into<String>) -> Status {
+    ServiceError::new(ErrorCode::MalformedUpload, message).into()
 }
 
 #[cfg(test)]

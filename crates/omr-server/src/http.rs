@@ -13,12 +13,15 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
+use omr_api::http::{
+    BatchIn, BatchPosted, BoardMessage, BoardPage, ErrorBody, MessageIn, Params, Posted, ReadQuery,
+};
+use omr_api::ErrorCode;
 use omr_core::{validate_payload, Clue, Message};
 use omr_store::NewMessage;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, OpenApi, ToSchema};
+use utoipa::OpenApi;
 
-use crate::error::{ApiError, ErrorBody};
+use crate::error::ServiceError;
 use crate::ingest::IngestError;
 use crate::state::AppState;
 
@@ -52,81 +55,6 @@ const MAX_READ: u32 = 1000;
     ))
 )]
 struct ApiDoc;
-
-/// A message as JSON: base64 of the clue's encoding and of the payload bytes.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MessageIn {
-    /// Base64 (standard, padded) of the clue's binary encoding.
-    pub clue: String,
-    /// Base64 of the payload (at most `max_payload_bytes` bytes).
-    pub payload: String,
-}
-
-/// A batch of messages as JSON.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BatchIn {
-    pub messages: Vec<MessageIn>,
-}
-
-/// Answer to a committed post.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct Posted {
-    /// The message's board index.
-    pub index: u64,
-}
-
-/// Answer to a committed batch: indices `first_index .. first_index + count`, in request order.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct BatchPosted {
-    pub first_index: u64,
-    pub count: u64,
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-pub struct ReadQuery {
-    /// First index to return (default 0).
-    pub from: Option<u64>,
-    /// Most messages to return (default and maximum 1000).
-    pub limit: Option<u32>,
-}
-
-/// One board message.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct BoardMessage {
-    pub index: u64,
-    /// Base64 of the clue's encoding.
-    pub clue: String,
-    /// Base64 of the payload.
-    pub payload: String,
-    /// Milliseconds since the Unix epoch when the message was committed.
-    pub received_ms: i64,
-}
-
-/// A page of the board.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct BoardPage {
-    pub messages: Vec<BoardMessage>,
-    /// Where the next page starts.
-    pub next: u64,
-    /// The next index to be assigned.
-    pub head: u64,
-}
-
-/// The server's parameter set and limits.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct Params {
-    pub param_set: String,
-    pub clue_bytes: usize,
-    pub max_payload_bytes: usize,
-    pub max_kbar: usize,
-    /// Most messages one digest covers.
-    pub max_range: u64,
-    pub max_key_bytes: u64,
-    pub max_batch_messages: usize,
-    pub board_head: u64,
-}
 
 pub fn router(state: Arc<AppState>) -> Router {
     let probes = Router::new()
@@ -188,7 +116,7 @@ enum BodyKind {
     Binary,
 }
 
-fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ApiError> {
+fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ServiceError> {
     let ct = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -201,25 +129,22 @@ fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ApiError> {
     match ct.as_str() {
         "application/json" => Ok(BodyKind::Json),
         "application/octet-stream" => Ok(BodyKind::Binary),
-        "" => Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
+        "" => Err(ServiceError::new(
+            ErrorCode::UnsupportedMediaType,
             "missing Content-Type: use application/json or application/octet-stream",
         )),
-        other => Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
+        other => Err(ServiceError::new(
+            ErrorCode::UnsupportedMediaType,
             format!("Content-Type {other} is not supported: use application/json or application/octet-stream"),
         )),
     }
 }
 
 /// Read the whole body, refusing more than `limit` bytes with 413.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, ServiceError> {
     let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
+        ServiceError::new(
+            ErrorCode::BodyTooLarge,
             format!("request body exceeds {limit} bytes"),
         )
     };
@@ -239,22 +164,25 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<
 }
 
 /// Decode and validate one JSON message against the server's parameter set.
-fn from_json(state: &AppState, m: &MessageIn) -> Result<NewMessage, ApiError> {
-    let clue = B64
-        .decode(m.clue.as_bytes())
-        .map_err(|e| ApiError::bad_request("malformed_clue", format!("clue is not base64: {e}")))?;
-    let payload = B64.decode(m.payload.as_bytes()).map_err(|e| {
-        ApiError::bad_request("malformed_payload", format!("payload is not base64: {e}"))
+fn from_json(state: &AppState, m: &MessageIn) -> Result<NewMessage, ServiceError> {
+    let clue = B64.decode(m.clue.as_bytes()).map_err(|e| {
+        ServiceError::new(ErrorCode::MalformedClue, format!("clue is not base64: {e}"))
     })?;
-    let decoded = Clue::from_bytes(&clue).map_err(|e| ApiError::from_omr("clue", e))?;
+    let payload = B64.decode(m.payload.as_bytes()).map_err(|e| {
+        ServiceError::new(
+            ErrorCode::MalformedPayload,
+            format!("payload is not base64: {e}"),
+        )
+    })?;
+    let decoded = Clue::from_bytes(&clue).map_err(|e| ServiceError::from_omr("clue", e))?;
     check_params(state, decoded.params().name)?;
-    validate_payload(state.params, &payload).map_err(|e| ApiError::from_omr("payload", e))?;
+    validate_payload(state.params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
     Ok(NewMessage { clue, payload })
 }
 
 /// Decode and validate one binary message (`omr_core::Message` encoding).
-fn from_binary(state: &AppState, bytes: &[u8]) -> Result<NewMessage, ApiError> {
-    let m = Message::from_bytes(bytes).map_err(|e| ApiError::from_omr("message", e))?;
+fn from_binary(state: &AppState, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
+    let m = Message::from_bytes(bytes).map_err(|e| ServiceError::from_omr("message", e))?;
     check_params(state, m.params().name)?;
     Ok(NewMessage {
         clue: m.clue.to_bytes(),
@@ -262,10 +190,10 @@ fn from_binary(state: &AppState, bytes: &[u8]) -> Result<NewMessage, ApiError> {
     })
 }
 
-fn check_params(state: &AppState, got: &str) -> Result<(), ApiError> {
+fn check_params(state: &AppState, got: &str) -> Result<(), ServiceError> {
     if got != state.params.name {
-        return Err(ApiError::bad_request(
-            "param_set_mismatch",
+        return Err(ServiceError::new(
+            ErrorCode::ParamSetMismatch,
             format!(
                 "clue uses parameter set {got}; this server runs {}",
                 state.params.name
@@ -275,28 +203,31 @@ fn check_params(state: &AppState, got: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn reject(state: &AppState, err: ApiError) -> ApiError {
+fn reject(state: &AppState, err: ServiceError) -> ServiceError {
     state
         .metrics
         .messages_rejected
-        .with_label_values(&[err.code])
+        .with_label_values(&[err.code.as_str()])
         .inc();
     err
 }
 
-async fn commit(state: &AppState, messages: Vec<NewMessage>, route: &str) -> Result<u64, ApiError> {
+async fn commit(
+    state: &AppState,
+    messages: Vec<NewMessage>,
+    route: &str,
+) -> Result<u64, ServiceError> {
     let count = messages.len() as u64;
     let bytes: usize = messages
         .iter()
         .map(|m| m.clue.len() + m.payload.len())
         .sum();
     let first = state.ingestor.submit(messages).await.map_err(|e| match e {
-        IngestError::Closed => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+        IngestError::Closed => ServiceError::new(
+            ErrorCode::Unavailable,
             "the server is shutting down; nothing was stored, retry",
         ),
-        IngestError::Store(e) => ApiError::internal("appending to the board", e),
+        IngestError::Store(e) => ServiceError::internal("appending to the board", e),
     })?;
     state
         .metrics
@@ -329,7 +260,7 @@ async fn post_message(
         let message = match kind {
             BodyKind::Json => {
                 let m: MessageIn = serde_json::from_slice(&bytes)
-                    .map_err(|e| ApiError::bad_request("malformed_json", e.to_string()))?;
+                    .map_err(|e| ServiceError::new(ErrorCode::MalformedJson, e.to_string()))?;
                 from_json(&state, &m)?
             }
             BodyKind::Binary => from_binary(&state, &bytes)?,
@@ -365,23 +296,24 @@ async fn post_batch(
         let max = state.config.max_batch_messages;
         let bytes = read_body(&headers, body, max * SINGLE_BODY_LIMIT).await?;
         let too_many = |n: usize| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "batch_too_large",
+            ServiceError::new(
+                ErrorCode::BatchTooLarge,
                 format!("{n} messages in one batch; the limit is {max}"),
             )
         };
         let messages = match kind {
             BodyKind::Json => {
                 let b: BatchIn = serde_json::from_slice(&bytes)
-                    .map_err(|e| ApiError::bad_request("malformed_json", e.to_string()))?;
+                    .map_err(|e| ServiceError::new(ErrorCode::MalformedJson, e.to_string()))?;
                 if b.messages.len() > max {
                     return Err(too_many(b.messages.len()));
                 }
                 b.messages
                     .iter()
                     .enumerate()
-                    .map(|(i, m)| from_json(&state, m).map_err(|e| at(i, e)))
+                    .map(|(i, m)| {
+                        from_json(&state, m).map_err(|e| e.at(format_args!("message {i}")))
+                    })
                     .collect::<Result<Vec<_>, _>>()?
             }
             BodyKind::Binary => {
@@ -393,27 +325,32 @@ async fn post_batch(
                     }
                     let i = out.len();
                     if rest.len() < 4 {
-                        return Err(at(
-                            i,
-                            ApiError::bad_request("malformed_message", "truncated length prefix"),
-                        ));
+                        return Err(ServiceError::new(
+                            ErrorCode::MalformedMessage,
+                            "truncated length prefix",
+                        )
+                        .at(format_args!("message {i}")));
                     }
                     let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
                     if rest.len() - 4 < len {
-                        return Err(at(
-                            i,
-                            ApiError::bad_request("malformed_message", "truncated message"),
-                        ));
+                        return Err(ServiceError::new(
+                            ErrorCode::MalformedMessage,
+                            "truncated message",
+                        )
+                        .at(format_args!("message {i}")));
                     }
-                    out.push(from_binary(&state, &rest[4..4 + len]).map_err(|e| at(i, e))?);
+                    out.push(
+                        from_binary(&state, &rest[4..4 + len])
+                            .map_err(|e| e.at(format_args!("message {i}")))?,
+                    );
                     rest = &rest[4 + len..];
                 }
                 out
             }
         };
         if messages.is_empty() {
-            return Err(ApiError::bad_request(
-                "empty_batch",
+            return Err(ServiceError::new(
+                ErrorCode::EmptyBatch,
                 "the batch holds no messages",
             ));
         }
@@ -432,12 +369,6 @@ async fn post_batch(
     }
 }
 
-/// Prefix an error with the position of the offending message in a batch.
-fn at(i: usize, mut e: ApiError) -> ApiError {
-    e.message = format!("message {i}: {}", e.message);
-    e
-}
-
 /// Read the public board.
 #[utoipa::path(
     get, path = "/v1/messages", params(ReadQuery),
@@ -446,13 +377,14 @@ fn at(i: usize, mut e: ApiError) -> ApiError {
 async fn get_messages(
     State(state): State<Arc<AppState>>,
     query: Result<Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<BoardPage>, ApiError> {
-    let Query(q) = query.map_err(|e| ApiError::bad_request("malformed_query", e.body_text()))?;
+) -> Result<Json<BoardPage>, ServiceError> {
+    let Query(q) =
+        query.map_err(|e| ServiceError::new(ErrorCode::MalformedQuery, e.body_text()))?;
     let from = q.from.unwrap_or(0);
     let limit = q.limit.unwrap_or(MAX_READ);
     if limit == 0 || limit > MAX_READ {
-        return Err(ApiError::bad_request(
-            "malformed_query",
+        return Err(ServiceError::new(
+            ErrorCode::MalformedQuery,
             format!("limit must be 1..={MAX_READ}"),
         ));
     }
@@ -460,12 +392,12 @@ async fn get_messages(
         .store
         .board_head()
         .await
-        .map_err(|e| ApiError::internal("reading the board head", e))?;
+        .map_err(|e| ServiceError::internal("reading the board head", e))?;
     let rows = state
         .store
         .read(from, limit)
         .await
-        .map_err(|e| ApiError::internal("reading the board", e))?;
+        .map_err(|e| ServiceError::internal("reading the board", e))?;
     let next = rows.last().map(|m| m.index + 1).unwrap_or(from);
     Ok(Json(BoardPage {
         messages: rows
@@ -484,13 +416,13 @@ async fn get_messages(
 
 /// The parameter set and limits of this server.
 #[utoipa::path(get, path = "/v1/params", responses((status = 200, body = Params)))]
-async fn get_params(State(state): State<Arc<AppState>>) -> Result<Json<Params>, ApiError> {
+async fn get_params(State(state): State<Arc<AppState>>) -> Result<Json<Params>, ServiceError> {
     let p = state.params;
     let head = state
         .store
         .board_head()
         .await
-        .map_err(|e| ApiError::internal("reading the board head", e))?;
+        .map_err(|e| ServiceError::internal("reading the board head", e))?;
     Ok(Json(Params {
         param_set: p.name.to_string(),
         clue_bytes: p.clue_bytes(),

@@ -23,8 +23,8 @@ static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/sqlite");
 
 /// Rows per multi-row INSERT (well under both databases' bind-parameter limits).
 const INSERT_ROWS: usize = 1000;
-/// Size of one stored detection-key chunk.
-pub const KEY_CHUNK_BYTES: usize = 1 << 20;
+/// Size of one stored detection-key chunk (the same as a gRPC upload chunk).
+pub const KEY_CHUNK_BYTES: usize = omr_api::CHUNK_BYTES;
 
 /// Store errors. `Database` carries the driver's message for logs; callers show clients a
 /// generic message.
@@ -68,14 +68,8 @@ pub struct StoredMessage {
     pub received_ms: i64,
 }
 
-/// Where a new key's detection starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StartAt {
-    /// The board head at the moment the key is committed.
-    Now,
-    /// A given board index.
-    Index(u64),
-}
+/// Where a new key's detection starts (a wire type: the registry passes it through).
+pub use omr_api::StartAt;
 
 /// A detection key to register.
 #[derive(Debug, Clone)]

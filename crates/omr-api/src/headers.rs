@@ -1,0 +1,14 @@
+//! Response headers of `GET /v1/digests/{key_id}` (the gRPC `DigestHeader` carries the same).
+
+/// First board index the digest covers.
+pub const RANGE_START: &str = "omr-range-start";
+/// One past the last board index the digest covers.
+pub const RANGE_END: &str = "omr-range-end";
+/// The next board index to be assigned.
+pub const BOARD_HEAD: &str = "omr-board-head";
+/// Messages on the board not yet detected for the key.
+pub const LAG: &str = "omr-lag";
+/// The server's accumulator epoch length (digests start on epoch boundaries).
+pub const EPOCH_LENGTH: &str = "omr-epoch-length";
+/// Present when the key's detected range continues past this digest: ask again from here.
+pub const NEXT_FROM: &str = "omr-next-from";

@@ -1,0 +1,144 @@
+//! The JSON bodies and query strings of omrd's HTTP API (`/v1/...`), as both sides see them.
+//!
+//! Binary values (clues, payloads) travel as standard padded base64 strings.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ErrorCode;
+
+/// A message as JSON: base64 of the clue's encoding and of the payload bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MessageIn {
+    /// Base64 (standard, padded) of the clue's binary encoding.
+    pub clue: String,
+    /// Base64 of the payload (at most `max_payload_bytes` bytes).
+    pub payload: String,
+}
+
+/// A batch of messages as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BatchIn {
+    pub messages: Vec<MessageIn>,
+}
+
+/// Answer to a committed post.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Posted {
+    /// The message's board index.
+    pub index: u64,
+}
+
+/// Answer to a committed batch: indices `first_index .. first_index + count`, in request order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BatchPosted {
+    pub first_index: u64,
+    pub count: u64,
+}
+
+/// Query of `GET /v1/messages`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+pub struct ReadQuery {
+    /// First index to return (default 0).
+    pub from: Option<u64>,
+    /// Most messages to return (default and maximum 1000).
+    pub limit: Option<u32>,
+}
+
+/// One board message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BoardMessage {
+    pub index: u64,
+    /// Base64 of the clue's encoding.
+    pub clue: String,
+    /// Base64 of the payload.
+    pub payload: String,
+    /// Milliseconds since the Unix epoch when the message was committed.
+    pub received_ms: i64,
+}
+
+/// A page of the board.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BoardPage {
+    pub messages: Vec<BoardMessage>,
+    /// Where the next page starts.
+    pub next: u64,
+    /// The next index to be assigned.
+    pub head: u64,
+}
+
+/// The server's parameter set and limits (`GET /v1/params`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Params {
+    pub param_set: String,
+    pub clue_bytes: usize,
+    pub max_payload_bytes: usize,
+    pub max_kbar: usize,
+    /// Most messages one digest covers.
+    pub max_range: u64,
+    pub max_key_bytes: u64,
+    pub max_batch_messages: usize,
+    pub board_head: u64,
+}
+
+/// Query of `GET /v1/digests/{key_id}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+pub struct DigestQuery {
+    /// First board index wanted (default: the key's start). Rounded down to an epoch start.
+    pub from: Option<u64>,
+    /// Stop at the first epoch boundary at or after this index (default: the key's cursor).
+    /// For splitting a range that holds more than k̄ pertinent messages.
+    pub to: Option<u64>,
+}
+
+/// The JSON body of every error response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ErrorBody {
+    /// Stable machine-readable code, e.g. `malformed_clue` (see [`ErrorCode`]).
+    pub code: String,
+    /// What was wrong, for humans.
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorBody {
+            code: code.as_str().to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// The code, when it is one this version knows.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        ErrorCode::parse(&self.code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_have_the_documented_json_shape() {
+        let e = ErrorBody::new(ErrorCode::MalformedClue, "clue: truncated");
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"code": "malformed_clue", "message": "clue: truncated"})
+        );
+        assert_eq!(e.error_code(), Some(ErrorCode::MalformedClue));
+        let m: Result<MessageIn, _> =
+            serde_json::from_str(r#"{"clue": "AA==", "payload": "", "extra": 1}"#);
+        assert!(m.is_err(), "unknown fields are refused");
+    }
+}
