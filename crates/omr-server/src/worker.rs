@@ -54,39 +54,32 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
         .build()
         .expect("rayon pool");
     tracing::info!(threads, "detection worker started");
-    // Other processes' commits on PostgreSQL arrive by LISTEN/NOTIFY; our own by `board_notify`.
-    let listener = match (&state.config.database_url, state.store.backend()) {
-        (Some(url), omr_store::Backend::Postgres) => {
-            let (url, notify, cancel) = (url.clone(), state.board_notify.clone(), cancel.clone());
-            Some(tokio::spawn(async move {
-                while !cancel.is_cancelled() {
-                    let n = notify.clone();
-                    tokio::select! {
-                        r = omr_store::listen_board(&url, move || n.notify_one()) => {
-                            if let Err(e) = r {
-                                tracing::warn!(error = %e, "board notifications lost; polling until reconnected");
-                            }
-                        }
-                        _ = cancel.cancelled() => break,
-                    }
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }))
-        }
-        _ => None,
+    // Other processes' commits arrive as store notifications (PostgreSQL LISTEN/NOTIFY; nothing
+    // on SQLite); our own by `board_notify`.
+    let listener = {
+        let (store, notify, cancel) = (
+            state.store.clone(),
+            state.board_notify.clone(),
+            cancel.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::select! {
+                () = store.board_notifications(move || notify.notify_one()) => {}
+                _ = cancel.cancelled() => {}
+            }
+        })
     };
     let mut cache: HashMap<String, Cached> = HashMap::new();
     let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
     // With the embedded store there is one process: a fixed name lets a restart after a crash
     // resume at once instead of waiting for its previous leases to expire.
-    let owner = state
-        .config
-        .worker_id
-        .clone()
-        .unwrap_or_else(|| match state.store.backend() {
-            omr_store::Backend::Sqlite => "embedded".to_string(),
-            omr_store::Backend::Postgres => default_worker_id(),
-        });
+    let owner = state.config.worker_id.clone().unwrap_or_else(|| {
+        if state.store.is_embedded() {
+            "embedded".to_string()
+        } else {
+            default_worker_id()
+        }
+    });
     let lease = Duration::from_secs(state.config.lease_secs.max(1));
     let max_keys = state.config.max_cached_keys.max(1);
     let mut held: Vec<String> = Vec::new();
@@ -161,9 +154,7 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
             }
         }
     }
-    if let Some(l) = listener {
-        l.abort();
-    }
+    listener.abort();
     if let Err(e) = state.store.release_leases(&owner).await {
         tracing::warn!(error = %e, "releasing leases failed; they expire by themselves");
     }

@@ -1,0 +1,22 @@
+//! `StoreError`: what can go wrong talking to the database.
+
+use thiserror::Error;
+
+/// Store errors. `Database` carries the driver's message for logs; callers show clients a
+/// generic message.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("unsupported database URL {0:?}: use postgres://… or sqlite://…")]
+    UnsupportedUrl(String),
+    #[error("cannot create data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("stored data is inconsistent: {0}")]
+    Corrupt(String),
+}

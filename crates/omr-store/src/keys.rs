@@ -1,0 +1,190 @@
+//! The detection-key registry: a key in chunks with its registration (token hash), digest key
+//! and cursor, stored and deleted in one transaction each.
+
+use sqlx::Row;
+
+use crate::backend::{now_ms, to_u64};
+use crate::{Store, StoreError};
+
+/// Size of one stored detection-key chunk.
+pub const KEY_CHUNK_BYTES: usize = omr_api::CHUNK_BYTES;
+
+/// Where a new key's detection starts (a wire type: the registry passes it through).
+pub use omr_api::StartAt;
+
+/// A detection key to register.
+#[derive(Debug, Clone)]
+pub struct NewKey<'a> {
+    pub key_id: String,
+    pub param_set: &'a str,
+    pub kbar: u32,
+    pub start: StartAt,
+    pub token_hash: [u8; 32],
+    pub key: &'a [u8],
+    /// The encoded digest key extracted from `key`.
+    pub digest_key: &'a [u8],
+}
+
+/// A registered key's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyMeta {
+    pub key_id: String,
+    pub param_set: String,
+    pub kbar: u32,
+    pub start_index: u64,
+    pub key_bytes: u64,
+    pub registered_ms: i64,
+    pub token_hash: Vec<u8>,
+    pub cursor: u64,
+}
+
+impl Store {
+    /// Store a key, its registration and its cursor in one transaction; returns the resolved
+    /// start index.
+    pub async fn insert_key(&self, key: &NewKey<'_>) -> Result<u64, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let start = match key.start {
+            StartAt::Index(i) => i64::try_from(i).unwrap_or(i64::MAX),
+            StartAt::Now => sqlx::query("SELECT next_index FROM board_head WHERE id = 1")
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get::<i64, _>(0)?,
+        };
+        let chunks: Vec<&[u8]> = key.key.chunks(KEY_CHUNK_BYTES).collect();
+        sqlx::query(
+            "INSERT INTO detection_keys \
+             (key_id, param_set, kbar, start_index, key_bytes, chunk_count, registered_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(key.key_id.clone())
+        .bind(key.param_set.to_string())
+        .bind(key.kbar as i32)
+        .bind(start)
+        .bind(key.key.len() as i64)
+        .bind(chunks.len() as i32)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
+        for (seq, chunk) in chunks.iter().enumerate() {
+            sqlx::query("INSERT INTO detection_key_chunks (key_id, seq, data) VALUES ($1, $2, $3)")
+                .bind(key.key_id.clone())
+                .bind(seq as i32)
+                .bind(chunk.to_vec())
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("INSERT INTO digest_keys (key_id, data) VALUES ($1, $2)")
+            .bind(key.key_id.clone())
+            .bind(key.digest_key.to_vec())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO registrations (key_id, token_hash) VALUES ($1, $2)")
+            .bind(key.key_id.clone())
+            .bind(key.token_hash.to_vec())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("INSERT INTO key_cursors (key_id, next_index) VALUES ($1, $2)")
+            .bind(key.key_id.clone())
+            .bind(start)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        to_u64(start, "start index")
+    }
+
+    /// A key's metadata, token hash and cursor, if it exists.
+    pub async fn key(&self, key_id: &str) -> Result<Option<KeyMeta>, StoreError> {
+        let row = sqlx::query(
+            "SELECT k.key_id, k.param_set, k.kbar, k.start_index, k.key_bytes, k.registered_ms, \
+                    r.token_hash, c.next_index \
+             FROM detection_keys k \
+             JOIN registrations r ON r.key_id = k.key_id \
+             JOIN key_cursors c ON c.key_id = k.key_id \
+             WHERE k.key_id = $1",
+        )
+        .bind(key_id.to_string())
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok(KeyMeta {
+                key_id: r.try_get(0)?,
+                param_set: r.try_get(1)?,
+                kbar: r.try_get::<i32, _>(2)? as u32,
+                start_index: to_u64(r.try_get::<i64, _>(3)?, "start index")?,
+                key_bytes: to_u64(r.try_get::<i64, _>(4)?, "key size")?,
+                registered_ms: r.try_get(5)?,
+                token_hash: r.try_get(6)?,
+                cursor: to_u64(r.try_get::<i64, _>(7)?, "cursor")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// The stored key bytes, reassembled from their chunks.
+    pub async fn key_bytes(&self, key_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, data FROM detection_key_chunks WHERE key_id = $1 ORDER BY seq",
+        )
+        .bind(key_id.to_string())
+        .fetch_all(self.pool())
+        .await?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        for (expected, r) in rows.into_iter().enumerate() {
+            let seq: i32 = r.try_get(0)?;
+            if seq as usize != expected {
+                return Err(StoreError::Corrupt(format!(
+                    "key {key_id}: chunk {expected} missing"
+                )));
+            }
+            let data: Vec<u8> = r.try_get(1)?;
+            out.extend_from_slice(&data);
+        }
+        Ok(Some(out))
+    }
+
+    /// Number of registered keys.
+    pub async fn key_count(&self) -> Result<u64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) FROM detection_keys")
+            .fetch_one(self.pool())
+            .await?;
+        to_u64(row.try_get::<i64, _>(0)?, "key count")
+    }
+
+    /// Delete a key and everything derived from it. Returns false if it did not exist.
+    pub async fn delete_key(&self, key_id: &str) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        // Children first: SQLite enforces foreign keys only when the pragma is on, PostgreSQL
+        // cascades; deleting explicitly is correct on both.
+        for table in [
+            "digest_keys",
+            "worker_leases",
+            "accumulators",
+            "key_cursors",
+            "registrations",
+            "detection_key_chunks",
+        ] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE key_id = $1"))
+                .bind(key_id.to_string())
+                .execute(&mut *tx)
+                .await?;
+        }
+        let done = sqlx::query("DELETE FROM detection_keys WHERE key_id = $1")
+            .bind(key_id.to_string())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The encoded digest key of a key.
+    pub async fn digest_key(&self, key_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let row = sqlx::query("SELECT data FROM digest_keys WHERE key_id = $1")
+            .bind(key_id.to_string())
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(row.map(|r| r.try_get(0)).transpose()?)
+    }
+}

@@ -1,0 +1,89 @@
+//! The board on each backend: gapless appends, ordered reads, the head.
+
+#[macro_use]
+mod common;
+
+use common::messages;
+use omr_store::Store;
+
+on_both_backends!(appends_are_gapless_and_read_in_order:
+    appends_are_gapless_and_read_in_order_sqlite,
+    appends_are_gapless_and_read_in_order_postgres);
+
+async fn appends_are_gapless_and_read_in_order(store: &Store) {
+    assert_eq!(store.board_head().await.unwrap(), 0);
+    assert!(store.read(0, 10).await.unwrap().is_empty());
+    // An empty append stores nothing and returns the head.
+    assert_eq!(store.append(&[]).await.unwrap(), 0);
+
+    let a = messages("a", 3);
+    let b = messages("b", 2);
+    assert_eq!(store.append(&a).await.unwrap(), 0);
+    assert_eq!(store.append(&b).await.unwrap(), 3);
+    assert_eq!(store.board_head().await.unwrap(), 5);
+
+    let all = store.read(0, 100).await.unwrap();
+    let indices: Vec<u64> = all.iter().map(|m| m.index).collect();
+    assert_eq!(indices, vec![0, 1, 2, 3, 4]);
+    for (m, want) in all.iter().zip(a.iter().chain(&b)) {
+        assert_eq!((&m.clue, &m.payload), (&want.clue, &want.payload));
+        assert!(m.received_ms > 0);
+    }
+    // From an index, at most `limit`, in order.
+    let page: Vec<u64> = store
+        .read(2, 2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.index)
+        .collect();
+    assert_eq!(page, vec![2, 3]);
+    assert!(store.read(5, 10).await.unwrap().is_empty());
+    assert!(store.read(u64::MAX, 10).await.unwrap().is_empty());
+
+    // More rows than one multi-row INSERT holds.
+    let many = messages("many", 2500);
+    assert_eq!(store.append(&many).await.unwrap(), 5);
+    assert_eq!(store.board_head().await.unwrap(), 2505);
+    let read = store.read(5, 3000).await.unwrap();
+    assert_eq!(read.len(), 2500);
+    for (k, (m, want)) in read.iter().zip(&many).enumerate() {
+        assert_eq!(m.index, 5 + k as u64);
+        assert_eq!(m.payload, want.payload);
+    }
+}
+
+on_both_backends!(concurrent_appends_get_disjoint_contiguous_ranges:
+    concurrent_appends_get_disjoint_contiguous_ranges_sqlite,
+    concurrent_appends_get_disjoint_contiguous_ranges_postgres);
+
+async fn concurrent_appends_get_disjoint_contiguous_ranges(store: &Store) {
+    const TASKS: usize = 8;
+    const EACH: usize = 10;
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let batch = messages(&format!("t{t}"), EACH);
+                (t, store.append(&batch).await.unwrap())
+            })
+        })
+        .collect();
+    let mut firsts = Vec::new();
+    for task in tasks {
+        firsts.push(task.await.unwrap());
+    }
+    assert_eq!(store.board_head().await.unwrap(), (TASKS * EACH) as u64);
+    let board = store.read(0, 1000).await.unwrap();
+    assert_eq!(board.len(), TASKS * EACH);
+    for (i, m) in board.iter().enumerate() {
+        assert_eq!(m.index, i as u64, "gap or reordering at {i}");
+    }
+    // Each append's messages are the `EACH` consecutive indices from its first.
+    for (t, first) in firsts {
+        for k in 0..EACH {
+            let m = &board[first as usize + k];
+            assert_eq!(m.payload, format!("payload t{t} {k}").into_bytes());
+        }
+    }
+}

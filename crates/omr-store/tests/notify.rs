@@ -1,0 +1,54 @@
+//! Board notifications: on PostgreSQL another connection's append wakes a listener; on SQLite
+//! (one process) there is nothing to listen to.
+
+#[macro_use]
+mod common;
+
+use std::time::Duration;
+
+use common::messages;
+use omr_store::Store;
+use tokio::sync::mpsc;
+
+on_both_backends!(board_notifications_report_appends_from_other_connections:
+    board_notifications_report_appends_from_other_connections_sqlite,
+    board_notifications_report_appends_from_other_connections_postgres);
+
+async fn board_notifications_report_appends_from_other_connections(store: &Store) {
+    if store.is_embedded() {
+        let mut called = false;
+        tokio::time::timeout(
+            Duration::from_secs(1),
+            store.board_notifications(|| called = true),
+        )
+        .await
+        .expect("returns at once on SQLite");
+        assert!(!called);
+        return;
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let listener = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .board_notifications(move || {
+                    let _ = tx.send(());
+                })
+                .await
+        })
+    };
+    // The listener may not be listening yet: append until a notification arrives.
+    let mut arrived = false;
+    for round in 0..50 {
+        store
+            .append(&messages(&format!("r{round}"), 1))
+            .await
+            .unwrap();
+        if let Ok(Some(())) = tokio::time::timeout(Duration::from_millis(200), rx.recv()).await {
+            arrived = true;
+            break;
+        }
+    }
+    assert!(arrived, "no board notification within 10 s of appending");
+    listener.abort();
+}
