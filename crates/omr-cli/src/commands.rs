@@ -7,9 +7,9 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use base64::Engine as _;
 use clap::Args;
+use omr_bench::{BenchOptions, BenchPhase};
 use omr_client::keydir::{self, KeyDir};
 use omr_client::StartAt;
-use omr_core::bench::{BenchOptions, BenchPhase};
 use omr_core::ParamSet;
 use serde_json::json;
 
@@ -397,7 +397,7 @@ pub async fn bench(a: BenchArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let pb = ui.items("benchmark", 1, "");
     let pb2 = pb.clone();
     let report = tokio::task::spawn_blocking(move || {
-        omr_core::bench::run(&o, &move |phase, done, total| {
+        omr_bench::run(&o, &move |phase, done, total| {
             let name = match phase {
                 BenchPhase::Keygen => "generating keys",
                 BenchPhase::Reference => "timing the reference PBS",

@@ -4,7 +4,7 @@
 
 use tfhe::core_crypto::prelude::*;
 
-use crate::codec::{pack_bits, write_header, Kind, Reader};
+use crate::codec::{pack_bits, write_header, Kind, Reader, HEADER_LEN};
 use crate::error::OmrError;
 use crate::keys::ClueKey;
 use crate::params::ParamSet;
@@ -18,6 +18,14 @@ pub struct Clue {
     pub(crate) params: &'static ParamSet,
     pub(crate) mask: Vec<u64>,
     pub(crate) bodies: Vec<u64>,
+}
+
+impl ParamSet {
+    /// Wire size of a clue in bytes (header included).
+    pub fn clue_bytes(&self) -> usize {
+        HEADER_LEN
+            + ((self.clue_dim + self.clue_count) * self.clue_modulus_log() as usize).div_ceil(8)
+    }
 }
 
 /// round(x · 2^log / 2^64) mod 2^log.

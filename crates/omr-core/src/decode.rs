@@ -3,9 +3,10 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use crate::digest::{Digest, Layout, MessagePrf, BUCKET_SLOTS};
+use crate::digest::Digest;
 use crate::error::OmrError;
 use crate::keys::SecretKey;
+use crate::layout::{Layout, MessagePrf, BUCKET_SLOTS};
 use crate::prime::{self, Ntt};
 
 /// One recovered message.

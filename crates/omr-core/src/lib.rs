@@ -9,8 +9,12 @@
 //!
 //! No I/O, no async, no global state. Every type that crosses a process boundary has a
 //! versioned, size-limited `to_bytes`/`from_bytes`.
+//!
+//! Modules are layered; each uses only layers below it (bottom to top): `error`, `params`,
+//! `codec` -> `prime` (GLWE mod p), `layout` (digest plaintext layout and PRF) -> `keys` ->
+//! `clue` -> `detect`, `message` -> `digest` (accumulator, digest, digest key) -> `decode`;
+//! `noise` and `security` analyse the scheme from above.
 
-pub mod bench;
 pub mod clue;
 pub mod codec;
 pub mod decode;
@@ -18,6 +22,7 @@ pub mod detect;
 pub mod digest;
 pub mod error;
 pub mod keys;
+mod layout;
 pub mod message;
 pub mod noise;
 pub mod params;

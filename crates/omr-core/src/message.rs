@@ -3,8 +3,8 @@
 
 use crate::clue::Clue;
 use crate::codec::{write_header, Kind, Reader};
-use crate::digest::validate_payload;
 use crate::error::OmrError;
+use crate::layout::validate_payload;
 use crate::params::ParamSet;
 
 /// Size limit when decoding a message (clue + the largest payload + header).

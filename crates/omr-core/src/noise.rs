@@ -3,8 +3,8 @@
 //! modulus. Used by tests and by `omr bench --noise`; never by the detector.
 
 use crate::clue::Clue;
-use crate::digest::Layout;
-use crate::digest::{message_plaintext, payload_symbols, Digest};
+use crate::digest::Digest;
+use crate::layout::{message_plaintext, payload_symbols, Layout};
 use crate::params::ParamSet;
 use tfhe::core_crypto::commons::noise_formulas::lwe_keyswitch::keyswitch_additive_variance_132_bits_security_tuniform_impl;
 use tfhe::core_crypto::commons::noise_formulas::lwe_programmable_bootstrap::pbs_variance_132_bits_security_tuniform_fft_mul_impl;

@@ -102,12 +102,6 @@ impl ParamSet {
         self.payload_bytes + 2
     }
 
-    /// Wire size of a clue in bytes (header included).
-    pub fn clue_bytes(&self) -> usize {
-        crate::codec::HEADER_LEN
-            + ((self.clue_dim + self.clue_count) * self.clue_modulus_log() as usize).div_ceil(8)
-    }
-
     /// Look a parameter set up by its wire id.
     pub fn by_id(id: u8) -> Result<&'static ParamSet, OmrError> {
         ALL.iter()

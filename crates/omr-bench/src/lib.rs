@@ -1,13 +1,16 @@
 //! The benchmark behind `omr bench`: per-stage detection timings, sizes, digest and decode time
 //! on this machine, and one tfhe-rs KS+PBS as a machine-speed yardstick, as one JSON object (the
 //! shape DESIGN.md specifies).
+//!
+//! Apart from omr-core so that the scheme crate holds no benchmark runs, thread pools or JSON;
+//! it uses only omr-core's public API (`DetectionKey::detect_timed` for the stage times).
 
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use tfhe::core_crypto::prelude::*;
 
-use crate::{keygen, Clue, FoldScratch, OmrError, ParamSet, Pertinency, StageTimes};
+use omr_core::{keygen, Clue, FoldScratch, OmrError, ParamSet, Pertinency, StageTimes};
 
 /// What to measure.
 #[derive(Debug, Clone, Copy)]
@@ -59,7 +62,7 @@ pub fn run(
     let params = o.params;
     let (messages, kbar, pertinent) = (o.messages.max(1), o.kbar, o.pertinent);
     if pertinent > messages || pertinent > kbar {
-        return Err(OmrError::malformed(
+        return Err(malformed(
             "benchmark options",
             format!("pertinent = {pertinent} must be at most messages = {messages} and k̄ = {kbar}"),
         ));
@@ -69,7 +72,7 @@ pub fn run(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(o.threads.max(1))
         .build()
-        .map_err(|e| OmrError::malformed("benchmark options", e.to_string()))?;
+        .map_err(|e| malformed("benchmark options", e.to_string()))?;
 
     progress(BenchPhase::Keygen, 0, 2);
     let t0 = Instant::now();
@@ -145,7 +148,7 @@ pub fn run(
         .collect();
     let got: Vec<u64> = got.iter().map(|r| r.index).collect();
     if got != expected {
-        return Err(OmrError::malformed(
+        return Err(malformed(
             "benchmark digest",
             format!("decoded indices {got:?} differ from the pertinent ones {expected:?}"),
         ));
@@ -178,6 +181,14 @@ pub fn run(
         "keygen_ms": keygen_ms,
         "expand_ms": expand_ms,
     }))
+}
+
+/// The error for options or a result the benchmark cannot use (`OmrError::Malformed`).
+fn malformed(what: &'static str, why: impl Into<String>) -> OmrError {
+    OmrError::Malformed {
+        what,
+        why: why.into(),
+    }
 }
 
 fn ms(d: Duration) -> f64 {

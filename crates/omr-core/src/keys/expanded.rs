@@ -1,0 +1,132 @@
+//! The detection key expanded in server memory (Fourier bootstrapping keys, the LWE keyswitch
+//! key, NTT-domain prime-modulus keys, the digest layout) and the expansion from the uploaded
+//! form.
+
+use tfhe::core_crypto::commons::math::random::{CompressionSeed, Seed};
+use tfhe::core_crypto::prelude::*;
+
+use super::compressed::CompressedDetectionKey;
+use super::seeded::{native, SeededNative};
+use crate::layout::Layout;
+use crate::params::ParamSet;
+use crate::prime::{Ntt, PrimeKeyswitchKey};
+
+/// The detection key expanded in server memory: Fourier bootstrapping keys, the LWE keyswitch
+/// key and the NTT-domain prime-modulus keys. Immutable and `Sync`: share it across threads.
+///
+/// Its methods live with what they do: `detect` in `detect.rs`, `fold` in
+/// `digest/accumulator.rs`, `digest` in `digest/key.rs`.
+pub struct DetectionKey {
+    pub(crate) params: &'static ParamSet,
+    pub(crate) kbar: usize,
+    pub(crate) prf_seed: [u8; 32],
+    pub(crate) layout: Layout,
+    pub(crate) bsk1: FourierLweBootstrapKeyOwned,
+    pub(crate) ksk: LweKeyswitchKeyOwned<u64>,
+    pub(crate) bsk2: FourierLweBootstrapKeyOwned,
+    pub(crate) up: PrimeKeyswitchKey,
+    pub(crate) trace: Vec<PrimeKeyswitchKey>,
+    /// The down keyswitching key (k3 → 1) of the digest key.
+    pub(crate) down: PrimeKeyswitchKey,
+    pub(crate) ntt: Ntt,
+}
+
+impl std::fmt::Debug for DetectionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DetectionKey")
+            .field("params", &self.params.name)
+            .field("kbar", &self.kbar)
+            .field("memory_bytes", &self.memory_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DetectionKey {
+    pub fn params(&self) -> &'static ParamSet {
+        self.params
+    }
+
+    pub fn kbar(&self) -> usize {
+        self.kbar
+    }
+
+    /// The digest layout of this key.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Bytes held by the expanded key (what one registered key costs in server RAM).
+    pub fn memory_bytes(&self) -> usize {
+        let c64 = 16;
+        self.bsk1.as_view().data().len() * c64
+            + self.bsk2.as_view().data().len() * c64
+            + self.ksk.as_ref().len() * 8
+            + (self.up.rows.len()
+                + self.down.rows.len()
+                + self.trace.iter().map(|t| t.rows.len()).sum::<usize>())
+                * 8
+    }
+}
+
+/// Regenerate a seeded bootstrapping key's masks and convert it to the Fourier domain.
+fn expand_bsk(
+    k: &SeededNative,
+    n: usize,
+    base_log: usize,
+    levels: usize,
+) -> FourierLweBootstrapKeyOwned {
+    let bsk = SeededLweBootstrapKey::from_container(
+        k.bodies(),
+        GlweSize(2),
+        PolynomialSize(n),
+        DecompositionBaseLog(base_log),
+        DecompositionLevelCount(levels),
+        CompressionSeed::from(Seed(k.seed)),
+        native(),
+    )
+    .par_decompress_into_lwe_bootstrap_key();
+    let mut f = FourierLweBootstrapKey::new(
+        bsk.input_lwe_dimension(),
+        bsk.glwe_size(),
+        bsk.polynomial_size(),
+        bsk.decomposition_base_log(),
+        bsk.decomposition_level_count(),
+    );
+    par_convert_standard_lwe_bootstrap_key_to_fourier(&bsk, &mut f);
+    f
+}
+
+impl CompressedDetectionKey {
+    /// Expand into the server's in-memory form (seeds regenerated, Fourier/NTT conversions).
+    pub fn expand(&self) -> DetectionKey {
+        let p = self.params;
+        let bsk1 = expand_bsk(&self.bsk1, p.n1, p.bsk1_base_log, p.bsk1_levels);
+        let ksk = SeededLweKeyswitchKey::from_container(
+            self.ksk.bodies(),
+            DecompositionBaseLog(p.ksk_base_log),
+            DecompositionLevelCount(p.ksk_levels),
+            LweSize(p.lwe2_dim + 1),
+            CompressionSeed::from(Seed(self.ksk.seed)),
+            native(),
+        )
+        .par_decompress_into_lwe_keyswitch_key();
+        let bsk2 = expand_bsk(&self.bsk2, p.n2, p.bsk2_base_log, p.bsk2_levels);
+        let ntt = Ntt::new(p.n2);
+        let up = self.up.expand(&ntt);
+        let trace = self.trace.iter().map(|t| t.expand(&ntt)).collect();
+        let down = self.down.expand(&ntt);
+        DetectionKey {
+            params: p,
+            kbar: self.kbar,
+            prf_seed: self.prf_seed,
+            layout: Layout::new(p, self.kbar),
+            bsk1,
+            ksk,
+            bsk2,
+            up,
+            trace,
+            down,
+            ntt,
+        }
+    }
+}
