@@ -1,0 +1,147 @@
+//! `omr send` (a sender posts to a clue key) and `omr digest` (a recipient retrieves).
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use base64::Engine as _;
+use clap::Args;
+use omr_client::keydir::{self, KeyDir};
+use serde_json::json;
+
+use crate::ui::{self, Ui};
+use crate::{print_json, KeysDir, Servers};
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The recipient's clue key file (their public address).
+    #[arg(long, value_name = "CLUE_KEY_FILE")]
+    to: PathBuf,
+    /// The payload: a file, or - for standard input.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "message",
+        required_unless_present = "message"
+    )]
+    payload: Option<PathBuf>,
+    /// The payload as text.
+    #[arg(long, value_name = "TEXT")]
+    message: Option<String>,
+    #[command(flatten)]
+    servers: Servers,
+}
+
+pub async fn send(a: SendArgs, json: bool) -> anyhow::Result<()> {
+    let clue_key = keydir::read_clue_key(&a.to)?;
+    let payload = match (&a.payload, &a.message) {
+        (_, Some(text)) => text.clone().into_bytes(),
+        (Some(p), None) if p.as_os_str() == "-" => {
+            let mut b = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut b)
+                .context("reading the payload from standard input")?;
+            b
+        }
+        (Some(p), None) => {
+            std::fs::read(p).with_context(|| format!("cannot read payload {}", p.display()))?
+        }
+        (None, None) => unreachable!("clap requires --payload or --message"),
+    };
+    omr_core::validate_payload(clue_key.params(), &payload)
+        .with_context(|| format!("payload for {}", a.to.display()))?;
+    let client = a.servers.client(None)?;
+    let index = client.send(&clue_key, &payload).await?;
+    if json {
+        print_json(&json!({ "index": index, "payload_bytes": payload.len() }));
+    } else {
+        println!("{index}");
+    }
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct DigestArgs {
+    #[command(flatten)]
+    keys: KeysDir,
+    #[command(flatten)]
+    servers: Servers,
+    /// Also write each message's payload to DIR/INDEX.bin.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Start from this board index instead of where the last call stopped.
+    #[arg(long, value_name = "INDEX")]
+    from: Option<u64>,
+}
+
+pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
+    let dir = KeyDir::new(&a.keys.keys);
+    let reg = dir.require_registration()?;
+    let secret = dir.secret_key()?;
+    let mut state = dir.digest_state(&reg)?;
+    if let Some(from) = a.from {
+        state.next_from = from.max(reg.start_index);
+        state.seen.clear();
+    }
+    let client = a.servers.client(Some(&reg))?;
+    let pb = ui.bytes("downloading digest", 0);
+    let started = Instant::now();
+    let got = client
+        .retrieve(&secret, &reg, &mut state, Some(ui::progress(&pb)))
+        .await;
+    pb.finish_and_clear();
+    let got = got?;
+    let elapsed = started.elapsed();
+    if let Some(out) = &a.out {
+        std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+        for m in &got.messages {
+            let path = out.join(format!("{}.bin", m.index));
+            std::fs::write(&path, &m.payload)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    // Only now that the payloads are safe is the state advanced on disk.
+    dir.save_digest_state(&state)?;
+    if json {
+        let mut v = serde_json::to_value(&got).expect("serializable");
+        v["key_id"] = json!(reg.key_id);
+        v["elapsed_ms"] = json!(elapsed.as_secs_f64() * 1e3);
+        v["messages"] = got
+            .messages
+            .iter()
+            .map(|m| {
+                json!({
+                    "index": m.index,
+                    "bytes": m.payload.len(),
+                    "payload_base64": base64::engine::general_purpose::STANDARD.encode(&m.payload),
+                    "text": std::str::from_utf8(&m.payload).ok(),
+                })
+            })
+            .collect();
+        print_json(&v);
+    } else {
+        println!(
+            "{} new message{} in board indices [{}, {}) ({} digest{}, {}, {}); board head {}, {} not yet detected.",
+            got.messages.len(),
+            if got.messages.len() == 1 { "" } else { "s" },
+            got.from,
+            got.to,
+            got.digests,
+            if got.digests == 1 { "" } else { "s" },
+            ui::size(got.digest_bytes as u64),
+            ui::secs(elapsed),
+            got.board_head,
+            got.lag,
+        );
+        for m in &got.messages {
+            println!(
+                "  #{:<8} {:>5} B  {}",
+                m.index,
+                m.payload.len(),
+                ui::preview(&m.payload)
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! The commands other than `demo`, one module per concern: `keys` (keygen, register, status,
+//! delete), `messages` (send, digest), `bench`.
+
+mod bench;
+mod keys;
+mod messages;
+
+pub use bench::{bench, BenchArgs};
+pub use keys::{delete, keygen, register, status, KeyArgs, KeygenArgs, RegisterArgs};
+pub use messages::{digest, send, DigestArgs, SendArgs};

@@ -1,0 +1,186 @@
+//! [`Client`]: omrd's HTTP board and digests, and its gRPC key registry, with timeouts, typed
+//! errors and retries with exponential backoff for calls that are safe to repeat.
+//!
+//! The calls are grouped by API: `board` (params, posting), `registry` (keys over gRPC),
+//! `digest` (downloading digests); `transport` maps HTTP and gRPC failures to [`Error`].
+
+mod board;
+mod digest;
+mod registry;
+mod transport;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::transport::Channel;
+
+use crate::error::{Api, Error, Result};
+
+pub use digest::FetchedDigest;
+pub use registry::KeyStatus;
+
+/// Called as a transfer goes: `(bytes done, bytes in all)`.
+pub type Progress = Arc<dyn Fn(u64, u64) + Send + Sync>;
+
+/// The server's parameter set and limits (`GET /v1/params`).
+pub type ServerParams = omr_api::http::Params;
+
+/// Timeouts and retry policy.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Establishing a connection.
+    pub connect_timeout: Duration,
+    /// One ordinary request (not a key upload).
+    pub request_timeout: Duration,
+    /// A whole detection-key upload.
+    pub upload_timeout: Duration,
+    /// Extra attempts for calls that are safe to repeat, after a transient failure.
+    pub retries: u32,
+    /// The first backoff; doubled after each failed attempt.
+    pub backoff: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(60),
+            upload_timeout: Duration::from_secs(600),
+            retries: 3,
+            backoff: Duration::from_millis(200),
+        }
+    }
+}
+
+/// A client of one omrd: its HTTP base URL (board, digests) and its gRPC URL (key registry).
+///
+/// Cheap to clone; the gRPC channel is made on first use and shared.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http_url: String,
+    grpc_url: String,
+    options: ClientOptions,
+    http: reqwest::Client,
+    grpc: Arc<tokio::sync::OnceCell<Channel>>,
+}
+
+impl Client {
+    /// A client with default timeouts and retries. URLs are like `http://127.0.0.1:8080` and
+    /// `http://127.0.0.1:50051`.
+    pub fn new(http_url: &str, grpc_url: &str) -> Result<Client> {
+        Self::with_options(http_url, grpc_url, ClientOptions::default())
+    }
+
+    pub fn with_options(http_url: &str, grpc_url: &str, options: ClientOptions) -> Result<Client> {
+        let http_url = normalize(Api::Http, http_url)?;
+        let grpc_url = normalize(Api::Grpc, grpc_url)?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .timeout(options.request_timeout)
+            .user_agent(concat!("omr/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::BadUrl {
+                api: Api::Http,
+                url: http_url.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(Client {
+            http_url,
+            grpc_url,
+            options,
+            http,
+            grpc: Arc::new(tokio::sync::OnceCell::new()),
+        })
+    }
+
+    pub fn http_url(&self) -> &str {
+        &self.http_url
+    }
+
+    pub fn grpc_url(&self) -> &str {
+        &self.grpc_url
+    }
+
+    /// The server's parameter set and limits.
+
+    pub(super) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.http_url)
+    }
+
+    /// Run an idempotent call, retrying transient failures with exponential backoff.
+    pub(super) async fn retrying<T, F, Fut>(&self, call: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        self.retry_when(call, Error::is_transient).await
+    }
+
+    /// Run a call that must not reach the server twice: retried only if it never connected.
+    pub(super) async fn retrying_unsent<T, F, Fut>(&self, call: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        self.retry_when(call, |e| matches!(e, Error::Unreachable { .. }))
+            .await
+    }
+
+    pub(super) async fn retry_when<T, F, Fut>(
+        &self,
+        call: F,
+        retry: fn(&Error) -> bool,
+    ) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let mut delay = self.options.backoff;
+        let mut attempt = 0;
+        loop {
+            match call().await {
+                Err(e) if attempt < self.options.retries && retry(&e) => {
+                    tracing::debug!(error = %e, attempt, "retrying after {delay:?}");
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2);
+                    attempt += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+/// Check a base URL and drop a trailing slash.
+fn normalize(api: Api, url: &str) -> Result<String> {
+    let trimmed = url.trim_end_matches('/');
+    let bad = |message: &str| Error::BadUrl {
+        api,
+        url: url.to_string(),
+        message: message.to_string(),
+    };
+    let rest = trimmed
+        .strip_prefix("http://")
+        .or_else(|| trimmed.strip_prefix("https://"))
+        .ok_or_else(|| bad("must start with http:// or https://"))?;
+    if rest.is_empty() || rest.contains('/') {
+        return Err(bad(
+            "must be a base URL like http://127.0.0.1:8080, with no path",
+        ));
+    }
+    Ok(trimmed.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(super) fn urls_are_checked() {
+        assert_eq!(normalize(Api::Http, "http://h:1/").unwrap(), "http://h:1");
+        for bad in ["h:1", "ftp://h", "http://", "http://h/v1"] {
+            assert!(normalize(Api::Grpc, bad).is_err(), "{bad}");
+        }
+    }
+}

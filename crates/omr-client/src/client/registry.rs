@@ -1,0 +1,141 @@
+//! The key registry over gRPC: registering a detection key (a client stream), its status,
+//! deleting it.
+
+use std::sync::Arc;
+
+use omr_api::StartAt;
+use omr_proto::v1::{DeleteDetectionKeyRequest, GetKeyStatusRequest, GetParamsRequest};
+use serde::Serialize;
+
+use super::{Client, Progress};
+use crate::error::Result;
+use crate::keydir::Registration;
+
+/// Where detection stands for a key (gRPC `GetKeyStatus`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct KeyStatus {
+    pub key_id: String,
+    pub param_set: String,
+    pub kbar: u32,
+    pub start_index: u64,
+    /// Next board index to detect.
+    pub cursor: u64,
+    pub board_head: u64,
+    /// Messages on the board not yet detected for this key.
+    pub lag: u64,
+    pub key_bytes: u64,
+    pub registered_at: String,
+}
+
+impl Client {
+    /// Upload an encoded detection key (gRPC client stream, 1 MiB chunks). `progress` sees the
+    /// bytes handed to the transport. A failed upload stores nothing on the server, so a
+    /// transient failure restarts the upload from the beginning (up to `retries` times).
+    pub async fn register(
+        &self,
+        detection_key: &[u8],
+        start: StartAt,
+        progress: Option<Progress>,
+    ) -> Result<Registration> {
+        let key = omr_core::CompressedDetectionKey::from_bytes(detection_key)?;
+        let (param_set, kbar) = (key.params().name, key.kbar());
+        drop(key);
+        let bytes: Arc<[u8]> = Arc::from(detection_key);
+        let total = bytes.len() as u64;
+        let start = start.into();
+        let r = self
+            .retrying(|| {
+                let bytes = bytes.clone();
+                let progress = progress.clone();
+                async move {
+                    use omr_proto::v1::register_detection_key_request::Part;
+                    let mut sent = 0u64;
+                    let stream =
+                        omr_proto::registration_stream(param_set, kbar as u32, start, bytes)
+                            .inspect(move |req| {
+                                if let Some(Part::Chunk(c)) = &req.part {
+                                    sent += c.len() as u64;
+                                    if let Some(p) = &progress {
+                                        p(sent, total);
+                                    }
+                                }
+                            });
+                    let mut request = tonic::Request::new(tokio_stream::iter(stream));
+                    request.set_timeout(self.options.upload_timeout);
+                    let mut c = self.grpc().await?;
+                    c.register_detection_key(request)
+                        .await
+                        .map(|r| r.into_inner())
+                        .map_err(|s| self.grpc_error(s, ""))
+                }
+            })
+            .await?;
+        Ok(Registration {
+            key_id: r.key_id,
+            access_token: r.access_token,
+            start_index: r.start_index,
+            param_set: param_set.to_string(),
+            kbar,
+            grpc_url: self.grpc_url.clone(),
+            http_url: Some(self.http_url.clone()),
+            registered_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        })
+    }
+
+    /// Where detection stands for a registered key.
+    pub async fn key_status(&self, reg: &Registration) -> Result<KeyStatus> {
+        let s = self
+            .retrying(|| async {
+                let mut c = self.grpc().await?;
+                let req = self.authorized(
+                    reg,
+                    GetKeyStatusRequest {
+                        key_id: reg.key_id.clone(),
+                    },
+                )?;
+                c.get_key_status(req)
+                    .await
+                    .map(|r| r.into_inner())
+                    .map_err(|s| self.grpc_error(s, &reg.key_id))
+            })
+            .await?;
+        Ok(KeyStatus {
+            key_id: s.key_id,
+            param_set: s.param_set,
+            kbar: s.kbar,
+            start_index: s.start_index,
+            cursor: s.cursor,
+            board_head: s.board_head,
+            lag: s.lag,
+            key_bytes: s.key_bytes,
+            registered_at: s.registered_at,
+        })
+    }
+
+    /// The server's parameter set over gRPC (a cheap check that the gRPC listener answers).
+    pub async fn grpc_params(&self) -> Result<String> {
+        self.retrying(|| async {
+            let mut c = self.grpc().await?;
+            c.get_params(GetParamsRequest {})
+                .await
+                .map(|r| r.into_inner().param_set)
+                .map_err(|s| self.grpc_error(s, ""))
+        })
+        .await
+    }
+
+    /// Delete a registered key and everything the server derived from it.
+    pub async fn delete_key(&self, reg: &Registration) -> Result<()> {
+        let mut c = self.grpc().await?;
+        let req = self.authorized(
+            reg,
+            DeleteDetectionKeyRequest {
+                key_id: reg.key_id.clone(),
+            },
+        )?;
+        c.delete_detection_key(req)
+            .await
+            .map(|_| ())
+            .map_err(|s| self.grpc_error(s, &reg.key_id))
+    }
+}
