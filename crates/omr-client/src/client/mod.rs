@@ -102,8 +102,6 @@ impl Client {
         &self.grpc_url
     }
 
-    /// The server's parameter set and limits.
-
     pub(super) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.http_url)
     }
