@@ -1,0 +1,69 @@
+//! What the server says about itself: `GET /v1/params` (parameter set and limits) and the
+//! OpenAPI document of the public API.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::Json;
+use omr_api::http::{
+    BatchIn, BatchPosted, BoardMessage, BoardPage, ErrorBody, MessageIn, Params, Posted,
+};
+use utoipa::OpenApi;
+
+use super::board;
+use crate::error::ServiceError;
+use crate::state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "omrd",
+        description = "Oblivious message retrieval detector: the public bulletin board."
+    ),
+    paths(
+        board::post_message,
+        board::post_batch,
+        board::get_messages,
+        get_params,
+        crate::digests::get_digest
+    ),
+    components(schemas(
+        MessageIn,
+        BatchIn,
+        Posted,
+        BatchPosted,
+        BoardPage,
+        BoardMessage,
+        Params,
+        ErrorBody
+    ))
+)]
+struct ApiDoc;
+
+/// `GET /openapi.json`.
+pub(super) async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+/// The parameter set and limits of this server.
+#[utoipa::path(get, path = "/v1/params", responses((status = 200, body = Params)))]
+pub(super) async fn get_params(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<Params>, ServiceError> {
+    let p = state.params;
+    let head = state
+        .store
+        .board_head()
+        .await
+        .map_err(|e| ServiceError::internal("reading the board head", e))?;
+    Ok(Json(Params {
+        param_set: p.name.to_string(),
+        clue_bytes: p.clue_bytes(),
+        max_payload_bytes: p.payload_bytes,
+        max_kbar: p.max_kbar,
+        max_range: p.max_range,
+        max_key_bytes: state.config.max_key_bytes,
+        max_batch_messages: state.config.max_batch_messages,
+        board_head: head,
+    }))
+}

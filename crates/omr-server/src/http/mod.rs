@@ -1,0 +1,66 @@
+//! The HTTP API (axum): the public board, parameters, probes, metrics and the OpenAPI document.
+//! This module builds the router and records latency; `board` posts and reads messages, `body`
+//! reads and validates request bodies, `probes` answers readiness and metrics, `about` serves
+//! the parameters and the OpenAPI document.
+
+mod about;
+mod board;
+mod body;
+mod probes;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::state::AppState;
+
+pub fn router(state: Arc<AppState>) -> Router {
+    let probes = Router::new()
+        .route("/livez", get(|| async { "ok" }))
+        .route("/readyz", get(probes::readyz))
+        .route("/metrics", get(probes::metrics));
+    if state.config.role == crate::config::Role::Worker {
+        return probes
+            .layer(middleware::from_fn_with_state(state.clone(), observe))
+            .with_state(state);
+    }
+    probes
+        .route(
+            "/v1/messages",
+            post(board::post_message).get(board::get_messages),
+        )
+        .route("/v1/messages/batch", post(board::post_batch))
+        .route("/v1/params", get(about::get_params))
+        .route("/v1/digests/{key_id}", get(crate::digests::get_digest))
+        .route("/openapi.json", get(about::openapi))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// Record latency per route and status.
+async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let route = route_label(req.uri().path());
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    state
+        .metrics
+        .http_seconds
+        .with_label_values(&[route.as_str(), resp.status().as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    resp
+}
+
+/// The route label of `path`: the route itself, `/v1/digests` for any key's digest, or `other`.
+fn route_label(path: &str) -> String {
+    match path {
+        "/v1/messages" | "/v1/messages/batch" | "/v1/params" | "/livez" | "/readyz"
+        | "/metrics" | "/openapi.json" => path.to_string(),
+        r if r.starts_with("/v1/digests/") => "/v1/digests".to_string(),
+        _ => "other".to_string(),
+    }
+}
