@@ -23,7 +23,7 @@
 //!
 //! # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # let server = omr_e2e::TestServer::start(&omr_e2e::StoreKind::Sqlite).await;
+//! # let server = omr_test_support::TestServer::start_sqlite().await;
 //! # let (http, grpc) = (server.url(""), server.grpc_url());
 //! let client = Client::new(&http, &grpc)?;
 //!

@@ -3,22 +3,18 @@
 use std::time::{Duration, Instant};
 
 use omr_client::{Client, ClientOptions, DigestState, Error, Registration, StartAt};
-use omr_core::KeySet;
-use omr_e2e::{StoreKind, TestServer};
+use omr_test_support::{insecure_keys, wait_until, TestDb, TestServer};
 
 async fn wait_detected(client: &Client, reg: &Registration) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client.key_status(reg).await.unwrap().lag > 0 {
-        assert!(Instant::now() < deadline, "detection stalled");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    wait_until(Duration::from_secs(60), "the key has no lag", || async {
+        client.key_status(reg).await.unwrap().lag == 0
+    })
+    .await;
 }
 
-/// A server whose accumulator epochs are 4 messages long.
-async fn server_with_short_epochs(dir: &tempfile::TempDir) -> TestServer {
-    let mut config = TestServer::config(&StoreKind::Sqlite, dir.path().to_path_buf());
-    config.epoch_len = 4;
-    TestServer::start_with(config).await
+/// A server on `db` whose accumulator epochs are 4 messages long.
+async fn server_with_short_epochs(db: &TestDb) -> TestServer {
+    TestServer::start_configured(db, |c| c.epoch_len = 4).await
 }
 
 /// (index, payload) of what a retrieval returned.
@@ -29,16 +25,12 @@ fn pairs(got: &omr_client::Retrieval) -> Vec<(u64, Vec<u8>)> {
         .collect()
 }
 
-fn keys(kbar: usize) -> KeySet {
-    omr_core::keygen(&omr_core::INSECURE_TEST, kbar).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_range_over_kbar_is_split_at_epoch_boundaries() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = server_with_short_epochs(&dir).await;
+    let db = TestDb::sqlite().await;
+    let server = server_with_short_epochs(&db).await;
     let client = Client::new(&server.url(""), &server.grpc_url()).unwrap();
-    let (me, other) = (keys(2), keys(2));
+    let (me, other) = (insecure_keys(2), insecure_keys(2));
     let reg = client
         .register(&me.detection_key.to_bytes(), StartAt::Index(0), None)
         .await
@@ -83,10 +75,10 @@ async fn a_range_over_kbar_is_split_at_epoch_boundaries() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_epoch_over_kbar_is_a_clear_error_and_state_stays() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = server_with_short_epochs(&dir).await;
+    let db = TestDb::sqlite().await;
+    let server = server_with_short_epochs(&db).await;
     let client = Client::new(&server.url(""), &server.grpc_url()).unwrap();
-    let me = keys(1);
+    let me = insecure_keys(1);
     let reg = client
         .register(&me.detection_key.to_bytes(), StartAt::Now, None)
         .await
@@ -109,9 +101,9 @@ async fn one_epoch_over_kbar_is_a_clear_error_and_state_stays() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_typed() {
-    let server = TestServer::start(&StoreKind::Sqlite).await;
+    let server = TestServer::start_sqlite().await;
     let client = Client::new(&server.url(""), &server.grpc_url()).unwrap();
-    let me = keys(2);
+    let me = insecure_keys(2);
     let reg = client
         .register(&me.detection_key.to_bytes(), StartAt::Now, None)
         .await

@@ -4,8 +4,9 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod common;
-use common::OMRD;
+use omr_test_support::Omrd;
+
+const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
 
 #[test]
 fn help_explains_configuration() {
@@ -62,11 +63,10 @@ fn refuses_the_insecure_set_unless_told() {
 #[test]
 fn serves_on_ephemeral_ports_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let common::Omrd {
-        mut child, http, ..
-    } = common::spawn(dir.path(), |cmd| {
+    let mut omrd = Omrd::spawn(OMRD, dir.path(), |cmd| {
         cmd.args(["--log-format", "json"]).stderr(Stdio::piped());
     });
+    let http = omrd.http.clone();
     // A plain HTTP/1.1 request over a socket: /livez answers.
     let mut ok = false;
     for _ in 0..100 {
@@ -86,12 +86,10 @@ fn serves_on_ephemeral_ports_and_stops_on_sigterm() {
         dir.path().join("omr.sqlite3").exists(),
         "embedded store not created"
     );
-    let exit = common::terminate(&mut child);
+    let exit = omrd.terminate();
     let mut logs = String::new();
     use std::io::Read;
-    child
-        .stderr
-        .take()
+    omrd.take_stderr()
         .unwrap()
         .read_to_string(&mut logs)
         .unwrap();

@@ -3,10 +3,10 @@
 //! served by tonic on an ephemeral port) receives omrd's detection spans.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use omr_proto::v1::detector_client::DetectorClient;
 use omr_proto::v1::registration_header::Start;
+use omr_test_support::{wait_until, Omrd};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -14,8 +14,6 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
-
-mod common;
 
 /// Records every export it receives.
 #[derive(Debug, Default, Clone)]
@@ -77,41 +75,29 @@ async fn detection_spans_reach_an_otlp_collector() {
 
     let dir = tempfile::tempdir().unwrap();
     let endpoint = format!("http://{otlp}");
-    let mut omrd = common::spawn(dir.path(), |cmd| {
+    let mut omrd = Omrd::spawn(env!("CARGO_BIN_EXE_omrd"), dir.path(), |cmd| {
         cmd.args(["--param-set", "insecure-test", "--allow-insecure-params"])
             .env_remove("OTEL_SDK_DISABLED")
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
             .env("OTEL_BSP_SCHEDULE_DELAY", "200")
             .env("RUST_LOG", "info");
     });
-    let grpc = format!("http://{}", omrd.grpc);
 
     // A registered key makes the worker run detection batches, each in a span.
-    let params = &omr_core::INSECURE_TEST;
-    let key = omr_core::keygen(params, 2)
-        .unwrap()
-        .detection_key
-        .to_bytes();
-    let requests = omr_proto::registration_requests(params.name, 2, Start::FromNow(true), &key);
-    let mut client = DetectorClient::connect(grpc).await.unwrap();
-    client
-        .register_detection_key(tokio_stream::iter(requests))
-        .await
-        .unwrap();
+    let keys = omr_core::keygen(&omr_core::INSECURE_TEST, 2).unwrap();
+    omrd.client().register(keys, Start::FromNow(true)).await;
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !collector
-        .spans()
-        .iter()
-        .any(|(service, name)| service == "omrd" && name == "detect_batch")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no detect_batch span from service omrd; received: {:?}",
-            collector.spans()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(common::terminate(&mut omrd.child).success());
+    wait_until(
+        Duration::from_secs(30),
+        "a detect_batch span from service omrd reaches the collector",
+        || async {
+            collector
+                .spans()
+                .iter()
+                .any(|(service, name)| service == "omrd" && name == "detect_batch")
+        },
+    )
+    .await;
+    assert!(omrd.terminate().success());
     server.abort();
 }

@@ -1,16 +1,14 @@
 //! The board on each backend: gapless appends, ordered reads, the head.
 
-#[macro_use]
 mod common;
 
 use common::messages;
-use omr_store::Store;
+use omr_test_support::{test_each_backend, TestDb};
 
-on_both_backends!(appends_are_gapless_and_read_in_order:
-    appends_are_gapless_and_read_in_order_sqlite,
-    appends_are_gapless_and_read_in_order_postgres);
+test_each_backend!(appends_are_gapless_and_read_in_order);
 
-async fn appends_are_gapless_and_read_in_order(store: &Store) {
+async fn appends_are_gapless_and_read_in_order(db: &TestDb) {
+    let store = db.store();
     assert_eq!(store.board_head().await.unwrap(), 0);
     assert!(store.read(0, 10).await.unwrap().is_empty());
     // An empty append stores nothing and returns the head.
@@ -53,11 +51,10 @@ async fn appends_are_gapless_and_read_in_order(store: &Store) {
     }
 }
 
-on_both_backends!(concurrent_appends_get_disjoint_contiguous_ranges:
-    concurrent_appends_get_disjoint_contiguous_ranges_sqlite,
-    concurrent_appends_get_disjoint_contiguous_ranges_postgres);
+test_each_backend!(concurrent_appends_get_disjoint_contiguous_ranges);
 
-async fn concurrent_appends_get_disjoint_contiguous_ranges(store: &Store) {
+async fn concurrent_appends_get_disjoint_contiguous_ranges(db: &TestDb) {
+    let store = db.store();
     const TASKS: usize = 8;
     const EACH: usize = 10;
     let tasks: Vec<_> = (0..TASKS)

@@ -1,13 +1,13 @@
 //! Detection state on each backend: active keys and cursors, accumulators by range, and the
 //! compare-and-set commit that refuses a stale cursor.
 
-#[macro_use]
 mod common;
 
 use std::time::Duration;
 
 use common::{messages, register};
-use omr_store::{ActiveKey, StartAt, Store, StoredAccumulator};
+use omr_store::{ActiveKey, StartAt, StoredAccumulator};
+use omr_test_support::{test_each_backend, TestDb};
 
 fn acc(start: u64, end: u64, data: &str) -> StoredAccumulator {
     StoredAccumulator {
@@ -17,11 +17,10 @@ fn acc(start: u64, end: u64, data: &str) -> StoredAccumulator {
     }
 }
 
-on_both_backends!(commit_progress_is_a_compare_and_set:
-    commit_progress_is_a_compare_and_set_sqlite,
-    commit_progress_is_a_compare_and_set_postgres);
+test_each_backend!(commit_progress_is_a_compare_and_set);
 
-async fn commit_progress_is_a_compare_and_set(store: &Store) {
+async fn commit_progress_is_a_compare_and_set(db: &TestDb) {
+    let store = db.store();
     store.append(&messages("m", 8)).await.unwrap();
     register(store, "k", StartAt::Index(0)).await;
     assert_eq!(store.cursor("k").await.unwrap(), Some(0));
@@ -87,11 +86,10 @@ async fn commit_progress_is_a_compare_and_set(store: &Store) {
         .is_empty());
 }
 
-on_both_backends!(accumulators_are_listed_by_range:
-    accumulators_are_listed_by_range_sqlite,
-    accumulators_are_listed_by_range_postgres);
+test_each_backend!(accumulators_are_listed_by_range);
 
-async fn accumulators_are_listed_by_range(store: &Store) {
+async fn accumulators_are_listed_by_range(db: &TestDb) {
+    let store = db.store();
     register(store, "k", StartAt::Index(0)).await;
     register(store, "other", StartAt::Index(0)).await;
     let epochs = [acc(0, 4, "e0"), acc(4, 6, "e1"), acc(6, 9, "e2")];
@@ -140,11 +138,10 @@ async fn accumulators_are_listed_by_range(store: &Store) {
     assert_eq!(store.accumulator_ending_at("k", 5).await.unwrap(), None);
 }
 
-on_both_backends!(active_keys_list_the_oldest_registration_first:
-    active_keys_list_the_oldest_registration_first_sqlite,
-    active_keys_list_the_oldest_registration_first_postgres);
+test_each_backend!(active_keys_list_the_oldest_registration_first);
 
-async fn active_keys_list_the_oldest_registration_first(store: &Store) {
+async fn active_keys_list_the_oldest_registration_first(db: &TestDb) {
+    let store = db.store();
     assert!(store.active_keys().await.unwrap().is_empty());
     store.append(&messages("m", 2)).await.unwrap();
     register(store, "b", StartAt::Now).await;

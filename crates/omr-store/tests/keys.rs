@@ -1,19 +1,18 @@
 //! The key registry on each backend: a key larger than one chunk round-trips, its start index
 //! resolves, a duplicate changes nothing, and deletion removes everything derived from it.
 
-#[macro_use]
 mod common;
 
 use std::time::Duration;
 
 use common::{messages, register};
-use omr_store::{KeyMeta, NewKey, StartAt, Store, StoredAccumulator, KEY_CHUNK_BYTES};
+use omr_store::{KeyMeta, NewKey, StartAt, StoredAccumulator, KEY_CHUNK_BYTES};
+use omr_test_support::{test_each_backend, TestDb};
 
-on_both_backends!(a_key_round_trips_through_its_chunks:
-    a_key_round_trips_through_its_chunks_sqlite,
-    a_key_round_trips_through_its_chunks_postgres);
+test_each_backend!(a_key_round_trips_through_its_chunks);
 
-async fn a_key_round_trips_through_its_chunks(store: &Store) {
+async fn a_key_round_trips_through_its_chunks(db: &TestDb) {
+    let store = db.store();
     assert_eq!(store.key_count().await.unwrap(), 0);
     assert_eq!(store.key("big").await.unwrap(), None);
     assert_eq!(store.key_bytes("big").await.unwrap(), None);
@@ -69,11 +68,10 @@ async fn a_key_round_trips_through_its_chunks(store: &Store) {
     assert_eq!(store.cursor("big").await.unwrap(), Some(7));
 }
 
-on_both_backends!(a_key_starting_now_starts_at_the_board_head:
-    a_key_starting_now_starts_at_the_board_head_sqlite,
-    a_key_starting_now_starts_at_the_board_head_postgres);
+test_each_backend!(a_key_starting_now_starts_at_the_board_head);
 
-async fn a_key_starting_now_starts_at_the_board_head(store: &Store) {
+async fn a_key_starting_now_starts_at_the_board_head(db: &TestDb) {
+    let store = db.store();
     assert_eq!(register(store, "first", StartAt::Now).await, 0);
     store.append(&messages("m", 3)).await.unwrap();
     assert_eq!(register(store, "second", StartAt::Now).await, 3);
@@ -82,11 +80,10 @@ async fn a_key_starting_now_starts_at_the_board_head(store: &Store) {
     assert_eq!(store.key_count().await.unwrap(), 2);
 }
 
-on_both_backends!(deleting_a_key_removes_everything:
-    deleting_a_key_removes_everything_sqlite,
-    deleting_a_key_removes_everything_postgres);
+test_each_backend!(deleting_a_key_removes_everything);
 
-async fn deleting_a_key_removes_everything(store: &Store) {
+async fn deleting_a_key_removes_everything(db: &TestDb) {
+    let store = db.store();
     let key = vec![5u8; KEY_CHUNK_BYTES + 1];
     store
         .insert_key(&NewKey {

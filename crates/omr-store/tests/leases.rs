@@ -1,13 +1,13 @@
 //! Worker leases on each backend: owners split the keys, a live lease is kept, an expired or
 //! released one is taken over.
 
-#[macro_use]
 mod common;
 
 use std::time::Duration;
 
 use common::register;
-use omr_store::{StartAt, Store};
+use omr_store::StartAt;
+use omr_test_support::{test_each_backend, TestDb};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -15,11 +15,10 @@ fn ids(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
 
-on_both_backends!(owners_split_keys_and_take_over_expired_or_released_leases:
-    owners_split_keys_and_take_over_expired_or_released_leases_sqlite,
-    owners_split_keys_and_take_over_expired_or_released_leases_postgres);
+test_each_backend!(owners_split_keys_and_take_over_expired_or_released_leases);
 
-async fn owners_split_keys_and_take_over_expired_or_released_leases(store: &Store) {
+async fn owners_split_keys_and_take_over_expired_or_released_leases(db: &TestDb) {
+    let store = db.store();
     assert!(store.acquire_leases("a", LONG, 2).await.unwrap().is_empty());
     for k in ["k0", "k1", "k2", "k3"] {
         register(store, k, StartAt::Now).await;

@@ -1,20 +1,18 @@
 //! Board notifications: on PostgreSQL another connection's append wakes a listener; on SQLite
 //! (one process) there is nothing to listen to.
 
-#[macro_use]
 mod common;
 
 use std::time::Duration;
 
 use common::messages;
-use omr_store::Store;
+use omr_test_support::{test_each_backend, TestDb};
 use tokio::sync::mpsc;
 
-on_both_backends!(board_notifications_report_appends_from_other_connections:
-    board_notifications_report_appends_from_other_connections_sqlite,
-    board_notifications_report_appends_from_other_connections_postgres);
+test_each_backend!(board_notifications_report_appends_from_other_connections);
 
-async fn board_notifications_report_appends_from_other_connections(store: &Store) {
+async fn board_notifications_report_appends_from_other_connections(db: &TestDb) {
+    let store = db.store();
     if store.is_embedded() {
         let mut called = false;
         tokio::time::timeout(

@@ -1,11 +1,11 @@
 //! Retention on each backend: only messages every key has detected go, in batches, and old
 //! accumulators go by their end.
 
-#[macro_use]
 mod common;
 
 use common::{messages, register};
 use omr_store::{StartAt, Store, StoredAccumulator};
+use omr_test_support::{test_each_backend, TestDb};
 
 fn acc(start: u64, end: u64) -> StoredAccumulator {
     StoredAccumulator {
@@ -19,11 +19,10 @@ async fn first_index(store: &Store) -> Option<u64> {
     store.read(0, 1).await.unwrap().first().map(|m| m.index)
 }
 
-on_both_backends!(retention_keeps_what_a_key_has_not_detected:
-    retention_keeps_what_a_key_has_not_detected_sqlite,
-    retention_keeps_what_a_key_has_not_detected_postgres);
+test_each_backend!(retention_keeps_what_a_key_has_not_detected);
 
-async fn retention_keeps_what_a_key_has_not_detected(store: &Store) {
+async fn retention_keeps_what_a_key_has_not_detected(db: &TestDb) {
+    let store = db.store();
     assert_eq!(store.apply_retention(100, 100, 10).await.unwrap(), (0, 0));
     store.append(&messages("m", 10)).await.unwrap();
     register(store, "fast", StartAt::Index(0)).await;

@@ -1,29 +1,7 @@
-//! What the store tests share: running one check on a fresh database of each backend, and
-//! small builders.
+//! What the store tests share: small builders. (One test per backend comes from
+//! `omr_test_support::test_each_backend!`.)
 
 use omr_store::{NewKey, NewMessage, StartAt, Store};
-
-/// Two tests, `$sqlite` and `$postgres`, each running `$check(&Store)` on a fresh database of
-/// its own (`omr_store::testing::TestDb`). The PostgreSQL one prints SKIPPED and passes when
-/// `OMR_TEST_POSTGRES_URL` is not set.
-macro_rules! on_both_backends {
-    ($check:ident: $sqlite:ident, $postgres:ident) => {
-        #[tokio::test]
-        async fn $sqlite() {
-            let db = omr_store::testing::TestDb::sqlite().await;
-            $check(db.store()).await;
-            db.cleanup().await;
-        }
-
-        #[tokio::test]
-        async fn $postgres() {
-            if let Some(db) = omr_store::testing::TestDb::postgres(stringify!($postgres)).await {
-                $check(db.store()).await;
-                db.cleanup().await;
-            }
-        }
-    };
-}
 
 /// `n` distinct messages, tagged with `tag` so appends can be told apart.
 #[allow(dead_code)]

@@ -1,0 +1,84 @@
+//! `omr` commands that need no server: help for every command, `omr bench`'s JSON, and
+//! `omr demo` (which runs its own omrd in-process).
+
+mod common;
+
+use common::{omr, omr_fails, omr_json};
+use serde_json::Value;
+
+/// `omr demo` with the production parameter set (a small board keeps it ≈ 30 s).
+#[test]
+fn demo_runs_to_success() {
+    let out = omr(&[
+        "demo",
+        "--recipients",
+        "2",
+        "--messages",
+        "12",
+        "--per-recipient",
+        "2",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["param_set"], "omr-v1");
+    assert_eq!(report["ok"], true);
+    for r in report["recipients"].as_array().unwrap() {
+        assert_eq!(r["sent"].as_array().unwrap().len(), 2);
+        assert_eq!(r["sent"], r["retrieved"], "{report}");
+    }
+}
+
+#[test]
+fn every_command_has_help_with_examples() {
+    for cmd in [
+        "keygen", "register", "send", "digest", "status", "delete", "bench", "demo",
+    ] {
+        let out = omr(&[cmd, "--help"]);
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains("Example"),
+            "omr {cmd} --help has no examples:\n{text}"
+        );
+    }
+}
+
+/// `omr bench --json` prints the fields DESIGN.md names, with plausible values.
+#[test]
+fn bench_prints_the_designed_json() {
+    let r = omr_json(&[
+        "bench",
+        "--param-set",
+        "insecure-test",
+        "--messages",
+        "4",
+        "--threads",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(r["param_set"], "insecure-test");
+    assert_eq!(
+        (r["threads"].as_u64(), r["messages"].as_u64()),
+        (Some(2), Some(4))
+    );
+    for k in ["detect_ms_per_message", "reference_pbs_ms", "decode_ms"] {
+        assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
+    }
+    for k in ["level1", "keyswitch", "level2", "trace", "fold"] {
+        assert!(r["stage_ms"][k].as_f64().unwrap() > 0.0, "stage {k}: {r}");
+    }
+    let p = &omr_core::INSECURE_TEST;
+    assert_eq!(r["clue_bytes"].as_u64(), Some(p.clue_bytes() as u64));
+    assert_eq!(r["kbar"].as_u64(), Some(p.max_kbar as u64));
+    for k in ["clue_key_bytes", "detection_key_bytes", "digest_bytes"] {
+        assert!(r[k].as_u64().unwrap() > 0, "{k}: {r}");
+    }
+    // k̄ above the set's maximum is refused with the limit named.
+    let e = omr_fails(&["bench", "--param-set", "insecure-test", "--kbar", "999"]);
+    assert!(e.contains("999") && e.contains("32"), "{e}");
+}

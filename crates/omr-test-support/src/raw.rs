@@ -1,0 +1,204 @@
+//! omrd's HTTP and gRPC APIs called directly (reqwest and the generated tonic client, not the
+//! SDK): register a detection key, post a message, read the board, fetch and decode a digest.
+
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use omr_core::{ClueKey, Digest, KeySet};
+use omr_proto::v1::detector_client::DetectorClient;
+use omr_proto::v1::registration_header::Start;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tonic::transport::Channel;
+
+use crate::wait::wait_for;
+
+/// How long [`RawClient::caught_up_digest`] waits for detection to reach the board head.
+const CATCH_UP: Duration = Duration::from_secs(120);
+
+/// The gRPC messages a key upload or a digest may need (key chunks are ≤ 4 MiB).
+const GRPC_MESSAGE_LIMIT: usize = 8 << 20;
+
+/// Calls one omrd over HTTP and gRPC.
+#[derive(Debug, Clone)]
+pub struct RawClient {
+    http: String,
+    grpc: String,
+    client: reqwest::Client,
+}
+
+/// A registered recipient: its keys and what registration returned.
+#[derive(Debug)]
+pub struct Recipient {
+    pub keys: KeySet,
+    pub key_id: String,
+    pub token: String,
+}
+
+/// A digest that covered the whole board, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodedDigest {
+    /// The range `[start, end)` it covers.
+    pub start: u64,
+    pub end: u64,
+    /// The recipient's messages in it: (index, payload), in board order.
+    pub messages: Vec<(u64, Vec<u8>)>,
+}
+
+/// `msg` with `authorization: Bearer <token>`.
+pub fn with_token<T>(msg: T, token: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(msg);
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}")
+            .parse()
+            .expect("a token is valid metadata"),
+    );
+    request
+}
+
+impl RawClient {
+    /// A client of the omrd serving HTTP at `http` and gRPC at `grpc` (`host:port`).
+    pub fn new(http: impl std::fmt::Display, grpc: impl std::fmt::Display) -> RawClient {
+        RawClient {
+            http: format!("http://{http}"),
+            grpc: format!("http://{grpc}"),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// The URL of `path` (starting with `/`) on the HTTP server.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.http)
+    }
+
+    /// The gRPC server's URL.
+    pub fn grpc_url(&self) -> &str {
+        &self.grpc
+    }
+
+    /// A gRPC client that may send and receive messages up to 8 MiB.
+    pub async fn detector(&self) -> DetectorClient<Channel> {
+        DetectorClient::connect(self.grpc.clone())
+            .await
+            .unwrap_or_else(|e| panic!("connect to gRPC at {}: {e}", self.grpc))
+            .max_encoding_message_size(GRPC_MESSAGE_LIMIT)
+            .max_decoding_message_size(GRPC_MESSAGE_LIMIT)
+    }
+
+    /// Register `keys`' detection key (streamed in chunks), starting at `start`.
+    pub async fn register(&self, keys: KeySet, start: Start) -> Recipient {
+        let requests = omr_proto::registration_requests(
+            keys.secret.params().name,
+            keys.secret.kbar() as u32,
+            start,
+            &keys.detection_key.to_bytes(),
+        );
+        let registered = self
+            .detector()
+            .await
+            .register_detection_key(tokio_stream::iter(requests))
+            .await
+            .unwrap_or_else(|e| panic!("register a detection key: {e:?}"))
+            .into_inner();
+        Recipient {
+            keys,
+            key_id: registered.key_id,
+            token: registered.access_token,
+        }
+    }
+
+    /// Post `payload` with a fresh clue for `to` (JSON); require `201` and return its index.
+    pub async fn post(&self, to: &ClueKey, payload: &[u8]) -> u64 {
+        let body = json!({
+            "clue": B64.encode(to.make_clue().to_bytes()),
+            "payload": B64.encode(payload),
+        });
+        let response = self
+            .client
+            .post(self.url("/v1/messages"))
+            .json(&body)
+            .send()
+            .await
+            .expect("POST /v1/messages");
+        assert_eq!(response.status(), StatusCode::CREATED, "POST /v1/messages");
+        let posted: Value = response.json().await.expect("a JSON answer");
+        posted["index"].as_u64().expect("an index")
+    }
+
+    /// `GET /v1/messages?from=…&limit=…`, parsed.
+    pub async fn board(&self, from: u64, limit: u32) -> Value {
+        self.get(&format!("/v1/messages?from={from}&limit={limit}"))
+            .await
+            .json()
+            .await
+            .expect("a JSON board page")
+    }
+
+    /// `GET path`, whatever its status.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// The Prometheus text at `/metrics`.
+    pub async fn metrics(&self) -> String {
+        self.get("/metrics").await.text().await.expect("metrics")
+    }
+
+    /// `GET /v1/digests/{key}` (with `?from=` when given) with the recipient's token.
+    pub async fn digest(&self, r: &Recipient, from: Option<u64>) -> reqwest::Response {
+        let query = from.map(|f| format!("?from={f}")).unwrap_or_default();
+        self.client
+            .get(self.url(&format!("/v1/digests/{}{query}", r.key_id)))
+            .bearer_auth(&r.token)
+            .send()
+            .await
+            .expect("GET /v1/digests")
+    }
+
+    /// Poll the recipient's digest until detection has reached the board head (`omr-lag: 0`
+    /// and the range ends at `omr-board-head`), then check that the digest covers the range its
+    /// headers name and decode it. Panics after two minutes.
+    pub async fn caught_up_digest(&self, r: &Recipient, from: Option<u64>) -> DecodedDigest {
+        let what = format!("key {} has detected the whole board", r.key_id);
+        let (start, end, bytes) = wait_for(CATCH_UP, what, || async {
+            let response = self.digest(r, from).await;
+            assert_eq!(response.status(), StatusCode::OK, "GET /v1/digests");
+            let header = |name: &str| -> u64 {
+                response.headers()[name]
+                    .to_str()
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("header {name} is not a number"))
+            };
+            let (start, end) = (header("omr-range-start"), header("omr-range-end"));
+            let (head, lag) = (header("omr-board-head"), header("omr-lag"));
+            if lag == 0 && end == head {
+                Some((start, end, response.bytes().await.expect("digest bytes")))
+            } else {
+                None
+            }
+        })
+        .await;
+        let digest = Digest::from_bytes(&bytes).expect("the digest decodes");
+        assert_eq!((digest.start(), digest.end()), (start, end));
+        let messages = r
+            .keys
+            .secret
+            .decode(&digest)
+            .expect("the digest decodes with the secret key")
+            .into_iter()
+            .map(|m| (m.index, m.payload))
+            .collect();
+        DecodedDigest {
+            start,
+            end,
+            messages,
+        }
+    }
+}

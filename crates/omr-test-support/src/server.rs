@@ -1,0 +1,196 @@
+//! omrd in-process: the library's `Application` serving real HTTP and gRPC on ephemeral ports,
+//! on a test's own database; stopped, restarted on the same store, or stopped on drop.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use omr_server::{Application, Config};
+use omr_store::testing::TestDb;
+use reqwest::StatusCode;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::raw::RawClient;
+use crate::wait::wait_until;
+
+/// How long a started server may take to answer `/readyz` with 200.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running omrd. Dropping it asks it to stop (without waiting); [`TestServer::stop`] waits
+/// for a clean shutdown.
+#[derive(Debug)]
+pub struct TestServer {
+    /// Where it listens.
+    pub http: SocketAddr,
+    pub grpc: SocketAddr,
+    /// What it was started with.
+    pub config: Config,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+    /// What the server's files live in when the test did not hand it a directory: its own
+    /// SQLite database, or a directory for `omrd.addr` next to a PostgreSQL database. Kept
+    /// across restarts.
+    owned: Option<Owned>,
+}
+
+#[derive(Debug)]
+#[expect(
+    dead_code,
+    reason = "held only to be removed when the server is dropped"
+)]
+enum Owned {
+    Dir(tempfile::TempDir),
+    Db(TestDb),
+}
+
+impl TestServer {
+    /// Start on `db` (SQLite: its data directory, as omrd's embedded store; PostgreSQL: its
+    /// URL) with [`TestServer::start_configured`]'s defaults.
+    pub async fn start(db: &TestDb) -> TestServer {
+        Self::start_configured(db, |_| {}).await
+    }
+
+    /// Start on `db` with the test defaults — ephemeral ports, the insecure test parameter
+    /// set — changed by `configure`.
+    pub async fn start_configured(db: &TestDb, configure: impl FnOnce(&mut Config)) -> TestServer {
+        let (data_dir, owned) = match db.data_dir() {
+            Some(dir) => (dir.to_path_buf(), None),
+            None => {
+                let dir = tempfile::tempdir().expect("create a data directory");
+                (dir.path().to_path_buf(), Some(Owned::Dir(dir)))
+            }
+        };
+        let mut config = test_config(data_dir);
+        if db.data_dir().is_none() {
+            config.database_url = Some(db.url().to_string());
+        }
+        configure(&mut config);
+        let mut server = Self::start_with(config).await;
+        server.owned = owned;
+        server
+    }
+
+    /// Start on a fresh SQLite store of its own, removed when the server is dropped.
+    pub async fn start_sqlite() -> TestServer {
+        let db = TestDb::sqlite().await;
+        let mut server = Self::start(&db).await;
+        server.owned = Some(Owned::Db(db));
+        server
+    }
+
+    /// Start with exactly `config` (the caller owns its data directory and database).
+    pub async fn start_with(config: Config) -> TestServer {
+        if std::env::var_os("OMR_TEST_LOG").is_some() {
+            // Server logs on stderr (the first server of the process installs the subscriber).
+            let _ = omr_server::telemetry::init(omr_server::LogFormat::Human);
+        }
+        let app = Application::build(config.clone())
+            .await
+            .expect("omrd builds");
+        let (http, grpc) = (app.http_addr(), app.grpc_addr());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(app.run_until_stopped(async move {
+            let _ = stopped.await;
+        }));
+        let server = TestServer {
+            http,
+            grpc,
+            config,
+            stop: Some(stop),
+            task: Some(task),
+            owned: None,
+        };
+        let client = server.client();
+        wait_until(READY_TIMEOUT, "omrd answers /readyz with 200", || async {
+            matches!(
+                reqwest::get(client.url("/readyz"))
+                    .await
+                    .map(|r| r.status()),
+                Ok(StatusCode::OK)
+            )
+        })
+        .await;
+        server
+    }
+
+    /// A client of its HTTP and gRPC APIs.
+    pub fn client(&self) -> RawClient {
+        RawClient::new(self.http, self.grpc)
+    }
+
+    /// The URL of `path` on its HTTP server (`""`: the base URL).
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.http)
+    }
+
+    /// Its gRPC server's URL.
+    pub fn grpc_url(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    /// Stop gracefully and wait for the shutdown to finish.
+    pub async fn stop(mut self) {
+        self.shut_down().await;
+    }
+
+    /// Stop, then start again on the same store and configuration (new ports).
+    pub async fn restart(self) -> TestServer {
+        self.restart_configured(|_| {}).await
+    }
+
+    /// Stop, then start again on the same store with the configuration changed by `configure`
+    /// (new ports).
+    pub async fn restart_configured(mut self, configure: impl FnOnce(&mut Config)) -> TestServer {
+        self.shut_down().await;
+        let mut config = self.config.clone();
+        config.http_addr = "127.0.0.1:0".parse().expect("literal");
+        config.grpc_addr = "127.0.0.1:0".parse().expect("literal");
+        configure(&mut config);
+        let mut server = Self::start_with(config).await;
+        server.owned = self.owned.take();
+        server
+    }
+
+    async fn shut_down(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await
+                .expect("the server task does not panic")
+                .expect("a clean shutdown");
+        }
+    }
+}
+
+/// Detection that is quick to watch: epochs of 8 messages (a few messages cross a boundary),
+/// batches of 3, a poll every 200 ms, 2 detection threads. For
+/// [`TestServer::start_configured`].
+pub fn quick_detection(config: &mut Config) {
+    config.epoch_len = 8;
+    config.detect_batch = 3;
+    config.poll_interval_ms = 200;
+    config.worker_threads = 2;
+}
+
+/// Ephemeral ports, `data_dir`, the insecure test parameter set; the rest omrd's defaults.
+fn test_config(data_dir: PathBuf) -> Config {
+    Config {
+        http_addr: "127.0.0.1:0".parse().expect("literal"),
+        grpc_addr: "127.0.0.1:0".parse().expect("literal"),
+        data_dir,
+        database_url: None,
+        param_set: omr_core::INSECURE_TEST.name.to_string(),
+        allow_insecure_params: true,
+        ..Config::default()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
