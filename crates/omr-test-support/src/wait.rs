@@ -41,7 +41,9 @@ where
     .await
 }
 
-/// [`wait_for`] for code outside a runtime (it blocks the thread between polls).
+/// [`wait_for`] for code outside a runtime (it blocks the thread between polls). A timeout is
+/// reported at the caller's line.
+#[track_caller]
 pub fn wait_for_blocking<T>(
     timeout: Duration,
     what: impl Display,
@@ -60,7 +62,9 @@ pub fn wait_for_blocking<T>(
     }
 }
 
-/// [`wait_until`] for code outside a runtime (it blocks the thread between polls).
+/// [`wait_until`] for code outside a runtime (it blocks the thread between polls). A timeout is
+/// reported at the caller's line.
+#[track_caller]
 pub fn wait_until_blocking(
     timeout: Duration,
     what: impl Display,
