@@ -11,9 +11,8 @@ use omr_proto::v1::{
     RegistrationHeader,
 };
 use omr_test_support::{test_each_backend, with_token as authed, TestDb, TestServer};
+use tokio_stream::StreamExt as _;
 use tonic::Code;
-
-const CHUNK: usize = 1 << 20;
 
 fn header(param_set: &str, kbar: u32, total: usize, start: Start) -> RegisterDetectionKeyRequest {
     RegisterDetectionKeyRequest {
@@ -27,7 +26,7 @@ fn header(param_set: &str, kbar: u32, total: usize, start: Start) -> RegisterDet
 }
 
 fn chunks(key: &[u8]) -> Vec<RegisterDetectionKeyRequest> {
-    key.chunks(CHUNK)
+    key.chunks(omr_api::CHUNK_BYTES)
         .map(|c| RegisterDetectionKeyRequest {
             part: Some(Part::Chunk(c.to_vec())),
         })
@@ -60,7 +59,49 @@ test_each_backend!(
     a_real_key_registers_in_chunks_and_its_token_guards_it,
     refused_uploads_store_nothing,
     a_production_key_registers,
+    registration_past_max_keys_is_refused_from_the_header,
 );
+
+async fn registration_past_max_keys_is_refused_from_the_header(db: &TestDb) {
+    let s = TestServer::start_configured(db, |c| c.max_keys = 1).await;
+    let first = keygen(&INSECURE_TEST, 4).unwrap().detection_key.to_bytes();
+    let mut msgs = vec![header(
+        INSECURE_TEST.name,
+        4,
+        first.len(),
+        Start::FromNow(true),
+    )];
+    msgs.extend(chunks(&first));
+    register(&s, msgs).await.expect("the first key fits");
+
+    // The header alone, and a stream that never sends a key byte: the answer cannot wait for
+    // the key, so it is decided from the header.
+    let second = keygen(&INSECURE_TEST, 4).unwrap().detection_key.to_bytes();
+    let only_header = tokio_stream::iter(vec![header(
+        INSECURE_TEST.name,
+        4,
+        second.len(),
+        Start::FromNow(true),
+    )])
+    .chain(futures::stream::pending());
+    let mut detector = s.client().detector().await;
+    let refused = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        detector.register_detection_key(only_header),
+    )
+    .await
+    .expect("refused without waiting for key bytes")
+    .expect_err("a second key is past max_keys = 1");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("max_keys"), "{refused:?}");
+    assert!(refused.message().contains("at most 1"), "{refused:?}");
+    assert_eq!(key_count(db).await, 1);
+    let metrics = s.client().metrics().await;
+    assert!(
+        metrics.contains(r#"omr_key_registrations_total{outcome="refused"} 1"#),
+        "{metrics}"
+    );
+}
 
 async fn a_real_key_registers_in_chunks_and_its_token_guards_it(db: &TestDb) {
     let keys = keygen(&INSECURE_TEST, 4).unwrap();

@@ -41,6 +41,8 @@ pub enum ErrorCode {
     Forbidden,
     /// No such detection key.
     UnknownKey,
+    /// The server holds as many detection keys as it accepts (`max_keys`).
+    TooManyKeys,
     /// Too many key uploads at once: retry shortly.
     Busy,
     /// A key upload took longer than `key_upload_timeout_secs`.
@@ -53,7 +55,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::MalformedJson,
         ErrorCode::MalformedClue,
         ErrorCode::MalformedPayload,
@@ -71,6 +73,7 @@ impl ErrorCode {
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::UnknownKey,
+        ErrorCode::TooManyKeys,
         ErrorCode::Busy,
         ErrorCode::UploadTimeout,
         ErrorCode::Unavailable,
@@ -97,6 +100,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::UnknownKey => "unknown_key",
+            ErrorCode::TooManyKeys => "too_many_keys",
             ErrorCode::Busy => "busy",
             ErrorCode::UploadTimeout => "upload_timeout",
             ErrorCode::Unavailable => "unavailable",
@@ -131,6 +135,7 @@ impl ErrorCode {
             | ErrorCode::KeyTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Internal => 500,
+            ErrorCode::TooManyKeys => 507,
             ErrorCode::Busy | ErrorCode::Unavailable => 503,
         }
     }

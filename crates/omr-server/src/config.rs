@@ -40,6 +40,10 @@ pub struct Config {
     pub key_upload_timeout_secs: u64,
     /// Concurrent key uploads (each holds the key in memory while it is checked).
     pub max_concurrent_uploads: usize,
+    /// Most detection keys registered at once (the whole deployment, every process on one
+    /// store). Past it, registration is refused with RESOURCE_EXHAUSTED before any key byte is
+    /// read. Every key costs one detection per message posted, and ≈ 107 MB of storage (omr-v1).
+    pub max_keys: u64,
     /// Most messages in one `POST /v1/messages/batch`.
     pub max_batch_messages: usize,
     /// Most messages the group-commit writer puts in one transaction.
@@ -95,6 +99,7 @@ impl Default for Config {
             max_key_bytes: 128 * 1024 * 1024,
             key_upload_timeout_secs: 600,
             max_concurrent_uploads: 2,
+            max_keys: 100,
             max_batch_messages: 1000,
             max_commit_messages: 4096,
             shutdown_timeout_secs: 30,
@@ -125,6 +130,7 @@ pub const KEYS: &[&str] = &[
     "max_key_bytes",
     "key_upload_timeout_secs",
     "max_concurrent_uploads",
+    "max_keys",
     "max_batch_messages",
     "max_commit_messages",
     "shutdown_timeout_secs",

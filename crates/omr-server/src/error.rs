@@ -77,7 +77,8 @@ impl ServiceError {
             ErrorCode::PayloadTooLarge
             | ErrorCode::BodyTooLarge
             | ErrorCode::BatchTooLarge
-            | ErrorCode::KeyTooLarge => Code::ResourceExhausted,
+            | ErrorCode::KeyTooLarge
+            | ErrorCode::TooManyKeys => Code::ResourceExhausted,
             ErrorCode::Unauthorized => Code::Unauthenticated,
             ErrorCode::Forbidden => Code::PermissionDenied,
             ErrorCode::UnknownKey => Code::NotFound,
@@ -123,7 +124,7 @@ mod tests {
             let http = code.http_status();
             match http {
                 400 | 415 => assert_eq!(grpc, tonic::Code::InvalidArgument, "{code}"),
-                413 => assert_eq!(grpc, tonic::Code::ResourceExhausted, "{code}"),
+                413 | 507 => assert_eq!(grpc, tonic::Code::ResourceExhausted, "{code}"),
                 500 => assert_eq!(grpc, tonic::Code::Internal, "{code}"),
                 503 => assert_eq!(grpc, tonic::Code::Unavailable, "{code}"),
                 _ => assert_ne!(grpc, tonic::Code::Ok, "{code}"),

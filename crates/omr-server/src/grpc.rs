@@ -13,7 +13,7 @@ use omr_proto::v1::{
     GetParamsRequest, GetParamsResponse, RegisterDetectionKeyRequest, RegisterDetectionKeyResponse,
     RegistrationHeader,
 };
-use omr_store::{KeyMeta, NewKey};
+use omr_store::{KeyMeta, NewKey, StoreError};
 use tokio::sync::Semaphore;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
@@ -86,6 +86,22 @@ impl DetectorService {
         Ok(())
     }
 
+    /// Refuse a registration when `max_keys` keys are registered already, from the header
+    /// alone: no key byte is read. (The insert checks again, atomically, for uploads racing.)
+    async fn check_room(&self) -> Result<(), ServiceError> {
+        let keys = self
+            .state
+            .store
+            .key_count()
+            .await
+            .map_err(|e| ServiceError::internal("counting keys", e))?;
+        let cap = self.state.config.max_keys;
+        if keys >= cap {
+            return Err(too_many_keys(keys, cap));
+        }
+        Ok(())
+    }
+
     async fn receive(
         &self,
         mut stream: Streaming<RegisterDetectionKeyRequest>,
@@ -103,6 +119,7 @@ impl DetectorService {
             }
         };
         self.check_header(&header).map_err(Status::from)?;
+        self.check_room().await.map_err(Status::from)?;
         let total = header.total_bytes as usize;
         let mut key = Vec::with_capacity(total);
         while let Some(msg) = stream.next().await {
@@ -213,17 +230,26 @@ impl Detector for DetectorService {
         let start_index = self
             .state
             .store
-            .insert_key(&NewKey {
-                key_id: key_id.clone(),
-                param_set: self.state.params.name,
-                kbar: header.kbar,
-                start,
-                token_hash,
-                key: &key,
-                digest_key: &digest_key,
-            })
+            .insert_key_within(
+                &NewKey {
+                    key_id: key_id.clone(),
+                    param_set: self.state.params.name,
+                    kbar: header.kbar,
+                    start,
+                    token_hash,
+                    key: &key,
+                    digest_key: &digest_key,
+                },
+                self.state.config.max_keys,
+            )
             .await
-            .map_err(|e| ServiceError::internal("storing a key", e))?;
+            .map_err(|e| match e {
+                StoreError::KeyLimit { keys, cap } => {
+                    self.outcome("refused");
+                    too_many_keys(keys, cap)
+                }
+                e => ServiceError::internal("storing a key", e),
+            })?;
         self.outcome("registered");
         tracing::info!(%key_id, bytes = key.len(), start_index, "detection key registered");
         Ok(Response::new(RegisterDetectionKeyResponse {
@@ -335,6 +361,17 @@ fn rfc3339_ms(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
         .unwrap_or_else(|| format!("{ms} ms since the Unix epoch"))
+}
+
+/// The refusal of a registration past `max_keys`.
+fn too_many_keys(keys: u64, cap: u64) -> ServiceError {
+    ServiceError::new(
+        ErrorCode::TooManyKeys,
+        format!(
+            "this server holds {keys} detection keys and accepts at most {cap} (max_keys); \
+             nothing was stored: ask its operator, or delete a key you no longer use"
+        ),
+    )
 }
 
 /// A malformed key upload, as a gRPC status.

@@ -19,4 +19,7 @@ pub enum StoreError {
     },
     #[error("stored data is inconsistent: {0}")]
     Corrupt(String),
+    /// A registration past the cap on registered keys; nothing was stored.
+    #[error("{keys} detection keys are registered, the cap is {cap}")]
+    KeyLimit { keys: u64, cap: u64 },
 }

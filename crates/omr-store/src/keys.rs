@@ -4,7 +4,10 @@
 use sqlx::Row;
 
 use crate::backend::{now_ms, to_u64};
-use crate::{Store, StoreError};
+use crate::{Backend, Store, StoreError};
+
+/// The PostgreSQL advisory lock that serialises capped registrations ("omr_keys" in ASCII).
+const REGISTRATION_LOCK: i64 = 0x6f6d_725f_6b65_7973;
 
 /// Size of one stored detection-key chunk.
 pub const KEY_CHUNK_BYTES: usize = omr_api::CHUNK_BYTES;
@@ -42,7 +45,43 @@ impl Store {
     /// Store a key, its registration and its cursor in one transaction; returns the resolved
     /// start index.
     pub async fn insert_key(&self, key: &NewKey<'_>) -> Result<u64, StoreError> {
+        self.insert_key_capped(key, None).await
+    }
+
+    /// [`Store::insert_key`] unless `max_keys` keys are registered already: then
+    /// [`StoreError::KeyLimit`] and nothing is stored. The count and the insert are one
+    /// transaction, serialised with every other capped registration (the SQLite writer lock; a
+    /// transaction-scoped advisory lock on PostgreSQL), so concurrent uploads cannot overshoot.
+    pub async fn insert_key_within(
+        &self,
+        key: &NewKey<'_>,
+        max_keys: u64,
+    ) -> Result<u64, StoreError> {
+        self.insert_key_capped(key, Some(max_keys)).await
+    }
+
+    async fn insert_key_capped(
+        &self,
+        key: &NewKey<'_>,
+        cap: Option<u64>,
+    ) -> Result<u64, StoreError> {
         let mut tx = self.begin_write().await?;
+        if let Some(cap) = cap {
+            if self.backend() == Backend::Postgres {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(REGISTRATION_LOCK)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let keys = sqlx::query("SELECT COUNT(*) FROM detection_keys")
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get::<i64, _>(0)?;
+            let keys = to_u64(keys, "key count")?;
+            if keys >= cap {
+                return Err(StoreError::KeyLimit { keys, cap });
+            }
+        }
         let start = match key.start {
             StartAt::Index(i) => i64::try_from(i).unwrap_or(i64::MAX),
             StartAt::Now => sqlx::query("SELECT next_index FROM board_head WHERE id = 1")

@@ -1,15 +1,74 @@
 //! The key registry on each backend: a key larger than one chunk round-trips, its start index
-//! resolves, a duplicate changes nothing, and deletion removes everything derived from it.
+//! resolves, a duplicate changes nothing, deletion removes everything derived from it, and the
+//! cap on registered keys holds under racing registrations.
 
 mod common;
 
 use std::time::Duration;
 
 use common::{messages, register};
-use omr_store::{KeyMeta, NewKey, StartAt, StoredAccumulator, KEY_CHUNK_BYTES};
+use omr_store::{KeyMeta, NewKey, StartAt, StoreError, StoredAccumulator, KEY_CHUNK_BYTES};
 use omr_test_support::{test_each_backend, TestDb};
 
-test_each_backend!(a_key_round_trips_through_its_chunks);
+test_each_backend!(
+    a_key_round_trips_through_its_chunks,
+    registrations_past_the_cap_store_nothing_even_when_racing,
+);
+
+/// A small key `key_id` for the cap tests.
+fn small_key(key_id: &str) -> NewKey<'static> {
+    NewKey {
+        key_id: key_id.to_string(),
+        param_set: "test",
+        kbar: 4,
+        start: StartAt::Now,
+        token_hash: [3; 32],
+        key: b"detection key",
+        digest_key: b"digest key",
+    }
+}
+
+async fn registrations_past_the_cap_store_nothing_even_when_racing(db: &TestDb) {
+    let store = db.store();
+    assert_eq!(
+        store.insert_key_within(&small_key("a"), 2).await.unwrap(),
+        0
+    );
+    // Eight uploads race for the one remaining place: exactly one gets it.
+    let racers = (0..8).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .insert_key_within(&small_key(&format!("r{i}")), 2)
+                .await
+        })
+    });
+    let mut stored = 0;
+    for r in futures::future::join_all(racers).await {
+        match r.unwrap() {
+            Ok(_) => stored += 1,
+            Err(StoreError::KeyLimit { keys, cap }) => assert_eq!((keys, cap), (2, 2)),
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    assert_eq!(stored, 1);
+    assert_eq!(store.key_count().await.unwrap(), 2);
+    // A refused key left nothing behind; an uncapped insert still works.
+    assert!(matches!(
+        store.insert_key_within(&small_key("late"), 2).await,
+        Err(StoreError::KeyLimit { keys: 2, cap: 2 })
+    ));
+    assert_eq!(store.key("late").await.unwrap(), None);
+    assert_eq!(store.cursor("late").await.unwrap(), None);
+    assert_eq!(store.digest_key("late").await.unwrap(), None);
+    // Room again after a deletion.
+    assert!(store.delete_key("a").await.unwrap());
+    store
+        .insert_key_within(&small_key("late"), 2)
+        .await
+        .unwrap();
+    assert_eq!(store.key_count().await.unwrap(), 2);
+}
 
 async fn a_key_round_trips_through_its_chunks(db: &TestDb) {
     let store = db.store();
