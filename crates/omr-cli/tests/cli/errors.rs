@@ -1,9 +1,7 @@
 //! The `omr` binary's errors against a real omrd: each names the file or the server involved
 //! and says what to do.
 
-mod common;
-
-use common::{keygen, omr_fails, omr_json, s};
+use crate::common::{keygen, omr_fails, omr_json, s};
 use omr_test_support::TestServer;
 use serde_json::Value;
 

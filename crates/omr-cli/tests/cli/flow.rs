@@ -1,11 +1,9 @@
 //! The `omr` binary's whole flow against a real omrd on each store: keygen, register, send
 //! (text, file, stdin), digest, status and delete, for two recipients.
 
-mod common;
-
 use std::path::Path;
 
-use common::{keygen, omr, omr_fails, omr_json, omr_with_stdin, payloads, s, wait_detected};
+use crate::common::{keygen, omr, omr_fails, omr_json, omr_with_stdin, payloads, s, wait_detected};
 use omr_test_support::{test_each_backend, TestDb, TestServer};
 use serde_json::Value;
 

@@ -1,11 +1,9 @@
 //! Detection state on each backend: active keys and cursors, accumulators by range, and the
 //! compare-and-set commit that refuses a stale cursor.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{messages, register};
+use crate::common::{messages, register};
 use omr_store::{ActiveKey, StartAt, StoredAccumulator};
 use omr_test_support::{test_each_backend, TestDb};
 

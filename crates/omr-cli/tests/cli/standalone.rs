@@ -1,9 +1,7 @@
 //! `omr` commands that need no server: help for every command, `omr bench`'s JSON, and
 //! `omr demo` (which runs its own omrd in-process).
 
-mod common;
-
-use common::{omr, omr_fails, omr_json};
+use crate::common::{omr, omr_fails, omr_json};
 use serde_json::Value;
 
 /// `omr demo` with the production parameter set (a small board keeps it ≈ 30 s).

@@ -1,8 +1,6 @@
 //! The board on each backend: gapless appends, ordered reads, the head.
 
-mod common;
-
-use common::messages;
+use crate::common::messages;
 use omr_test_support::{test_each_backend, TestDb};
 
 test_each_backend!(appends_are_gapless_and_read_in_order);

@@ -1,9 +1,7 @@
 //! Retention on each backend: only messages every key has detected go, in batches, and old
 //! accumulators go by their end.
 
-mod common;
-
-use common::{messages, register};
+use crate::common::{messages, register};
 use omr_store::{StartAt, Store, StoredAccumulator};
 use omr_test_support::{test_each_backend, TestDb};
 

@@ -1,11 +1,9 @@
 //! Board notifications: on PostgreSQL another connection's append wakes a listener; on SQLite
 //! (one process) there is nothing to listen to.
 
-mod common;
-
 use std::time::Duration;
 
-use common::messages;
+use crate::common::messages;
 use omr_test_support::{test_each_backend, TestDb};
 use tokio::sync::mpsc;
 

@@ -2,11 +2,9 @@
 //! resolves, a duplicate changes nothing, deletion removes everything derived from it, and the
 //! cap on registered keys holds under racing registrations.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{messages, register};
+use crate::common::{messages, register};
 use omr_store::{KeyMeta, NewKey, StartAt, StoreError, StoredAccumulator, KEY_CHUNK_BYTES};
 use omr_test_support::{test_each_backend, TestDb};
 

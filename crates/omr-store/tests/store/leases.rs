@@ -1,11 +1,9 @@
 //! Worker leases on each backend: owners split the keys, a live lease is kept, an expired or
 //! released one is taken over.
 
-mod common;
-
 use std::time::Duration;
 
-use common::register;
+use crate::common::register;
 use omr_store::StartAt;
 use omr_test_support::{test_each_backend, TestDb};
 

@@ -1,0 +1,6 @@
+//! One test binary for crates/omr-server's integration tests (each file below is a
+//! module), so that the heavy dependencies are linked once rather than once per file.
+
+mod binary;
+mod crash;
+mod telemetry;

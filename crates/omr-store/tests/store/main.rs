@@ -1,0 +1,10 @@
+//! One test binary for crates/omr-store's integration tests (each file below is a
+//! module), so that the heavy dependencies are linked once rather than once per file.
+
+mod board;
+mod common;
+mod detection;
+mod keys;
+mod leases;
+mod notify;
+mod retention;

@@ -1,0 +1,9 @@
+//! One test binary for the end-to-end tests (each file below is a module), so that the
+//! heavy dependencies are linked once rather than once per file.
+
+mod board;
+mod detection;
+mod registry;
+mod retention;
+mod roles;
+mod tidy;
