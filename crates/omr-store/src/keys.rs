@@ -73,11 +73,7 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
             }
-            let keys = sqlx::query("SELECT COUNT(*) FROM detection_keys")
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get::<i64, _>(0)?;
-            let keys = to_u64(keys, "key count")?;
+            let keys = count_keys(&mut *tx).await?;
             if keys >= cap {
                 return Err(StoreError::KeyLimit { keys, cap });
             }
@@ -186,10 +182,7 @@ impl Store {
 
     /// Number of registered keys.
     pub async fn key_count(&self) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) FROM detection_keys")
-            .fetch_one(self.pool())
-            .await?;
-        to_u64(row.try_get::<i64, _>(0)?, "key count")
+        count_keys(self.pool()).await
     }
 
     /// Delete a key and everything derived from it. Returns false if it did not exist.
@@ -226,4 +219,14 @@ impl Store {
             .await?;
         Ok(row.map(|r| r.try_get(0)).transpose()?)
     }
+}
+
+/// Registered keys, read through `db` (the pool, or a transaction that must see its own view).
+async fn count_keys<'e>(
+    db: impl sqlx::Executor<'e, Database = sqlx::Any>,
+) -> Result<u64, StoreError> {
+    let row = sqlx::query("SELECT COUNT(*) FROM detection_keys")
+        .fetch_one(db)
+        .await?;
+    to_u64(row.try_get::<i64, _>(0)?, "key count")
 }

@@ -103,6 +103,23 @@ async fn sigkill_during_detection_loses_nothing_and_folds_nothing_twice(db: &Tes
     o.kill();
 }
 
+/// Post messages `indices` (the next board indices) round-robin to `recipients`, recording in
+/// `want` what each should retrieve.
+async fn post_round_robin(
+    api: &RawClient,
+    recipients: &[Recipient],
+    indices: std::ops::Range<u64>,
+    want: &mut [Vec<(u64, Vec<u8>)>],
+) {
+    for i in indices {
+        let payload = format!("m{i}").into_bytes();
+        let to = (i % recipients.len() as u64) as usize;
+        let index = api.post(&recipients[to].keys.clue_key, &payload).await;
+        assert_eq!(index, i, "the board is this test's alone");
+        want[to].push((i, payload));
+    }
+}
+
 /// (key, owner) of every live lease.
 async fn lease_owners(db: &TestDb) -> Vec<(String, String)> {
     let mut conn = PgConnection::connect(db.url()).await.unwrap();
@@ -154,18 +171,9 @@ async fn workers_split_keys_and_a_dead_workers_keys_are_taken_over() {
         &[env[0], env[1], ("OMR_WORKER_ID", "worker-b")],
     );
     let mut want: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 4];
-    let mut n = 0;
-    for i in 0..8u64 {
-        let payload = format!("m{i}").into_bytes();
-        let to = (i % 4) as usize;
-        a.client()
-            .post(&recipients[to].keys.clue_key, &payload)
-            .await;
-        want[to].push((i, payload));
-        n += 1;
-    }
+    post_round_robin(&a.client(), &recipients, 0..8, &mut want).await;
     for (r, w) in recipients.iter().zip(&want) {
-        assert_exact(&b.client(), r, n, w).await;
+        assert_exact(&b.client(), r, 8, w).await;
     }
     let owners = lease_owners(&db).await;
     let a_keys = owners.iter().filter(|(_, o)| o == "worker-a").count();
@@ -179,17 +187,9 @@ async fn workers_split_keys_and_a_dead_workers_keys_are_taken_over() {
         &db,
         &[env[0], env[1], ("OMR_WORKER_ID", "worker-c")],
     );
-    for i in 8..16u64 {
-        let payload = format!("m{i}").into_bytes();
-        let to = (i % 4) as usize;
-        c.client()
-            .post(&recipients[to].keys.clue_key, &payload)
-            .await;
-        want[to].push((i, payload));
-        n += 1;
-    }
+    post_round_robin(&c.client(), &recipients, 8..16, &mut want).await;
     for (r, w) in recipients.iter().zip(&want) {
-        assert_exact(&b.client(), r, n, w).await;
+        assert_exact(&b.client(), r, 16, w).await;
     }
     let owners = lease_owners(&db).await;
     assert!(owners.iter().all(|(_, o)| o != "worker-a"), "{owners:?}");
