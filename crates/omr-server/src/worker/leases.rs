@@ -12,21 +12,21 @@ use crate::state::AppState;
 pub(super) struct Leases {
     owner: String,
     lease: Duration,
-    max_keys: usize,
+    max_leased: usize,
     held: Vec<String>,
     renewed_at: Instant,
 }
 
 impl Leases {
-    /// Leases of up to `max_keys` keys, none held yet, under this worker's id.
-    pub(super) fn new(state: &AppState, max_keys: usize) -> Self {
+    /// Leases of up to `max_leased` keys, none held yet, under this worker's id.
+    pub(super) fn new(state: &AppState, max_leased: usize) -> Self {
         let owner = worker_id(state);
         let lease = Duration::from_secs(state.config.lease_secs.max(1));
-        tracing::info!(worker_id = %owner, lease_secs = lease.as_secs(), max_keys, "leasing keys");
+        tracing::info!(worker_id = %owner, lease_secs = lease.as_secs(), max_leased, "leasing keys");
         Self {
             owner,
             lease,
-            max_keys,
+            max_leased,
             held: Vec::new(),
             renewed_at: Instant::now(),
         }
@@ -37,11 +37,11 @@ impl Leases {
         self.held.iter().any(|k| k == key_id)
     }
 
-    /// Take or renew up to `max_keys` leases; log and count what changed.
+    /// Take or renew up to `max_leased` leases; log and count what changed.
     pub(super) async fn renew(&mut self, state: &AppState) -> Result<(), StoreError> {
         let leased = state
             .store
-            .acquire_leases(&self.owner, self.lease, self.max_keys)
+            .acquire_leases(&self.owner, self.lease, self.max_leased)
             .await?;
         self.record_changes(state, &leased);
         self.held = leased;
