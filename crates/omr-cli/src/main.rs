@@ -90,6 +90,16 @@ split and asked for again.")]
 
 Also times one tfhe-rs KS+PBS (PARAM_MESSAGE_2_CARRY_2 class) as a yardstick of machine speed.")]
     Bench(commands::BenchArgs),
+    /// Measure how one node serves many keys through a memory budget that holds few: an
+    /// embedded omrd, one online recipient among --keys, a slow board (no server needed).
+    #[command(after_help = "Examples:
+  omr bench-capacity --insecure-test-params --keys 12 --memory-keys 2 --interval-ms 200 --duration-secs 30
+  omr bench-capacity --keys 50 --memory-keys 4 --interval-ms 4000 --duration-secs 600 --json
+
+Reports the online recipient's freshness (post to detected) against the same node with its key
+alone, how long every other key took to cover each message, and key load time against detection
+time (from /metrics).")]
+    BenchCapacity(commands::CapacityArgs),
     /// Run the whole flow in one process: an embedded omrd, recipients, a board, digests.
     #[command(after_help = "Examples:
   omr demo
@@ -164,6 +174,7 @@ fn main() -> ExitCode {
             Command::Status(a) => commands::status(a, cli.json).await,
             Command::Delete(a) => commands::delete(a, cli.json).await,
             Command::Bench(a) => commands::bench(a, ui, cli.json).await,
+            Command::BenchCapacity(a) => commands::bench_capacity(a, ui, cli.json).await,
             Command::Demo(a) => demo::run(a, ui, cli.json).await,
         }
     });

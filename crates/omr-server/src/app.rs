@@ -105,6 +105,11 @@ impl Application {
         Ok(app)
     }
 
+    /// The store this application serves from (for in-process benchmarks and tools).
+    pub fn store(&self) -> omr_store::Store {
+        self.state.store.clone()
+    }
+
     pub fn http_addr(&self) -> SocketAddr {
         self.http.local_addr().expect("bound listener")
     }

@@ -9,6 +9,7 @@ pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod ingest;
+pub mod key_state;
 pub mod metrics;
 pub mod state;
 pub mod telemetry;

@@ -5,6 +5,10 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
+mod detection;
+
+pub use detection::DetectionMetrics;
+
 /// Every metric omrd exports.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -29,7 +33,8 @@ pub struct Metrics {
     pub detections: IntCounter,
     /// Wall time of one detection batch (detect + fold) for one key.
     pub detect_batch_seconds: Histogram,
-    /// Largest lag (messages behind the board head) over the keys this worker serves.
+    /// Largest lag (messages behind the board head) over every registered key (read from the
+    /// store at scrape time).
     pub max_lag: IntGauge,
     /// Keys registered.
     pub active_keys: IntGauge,
@@ -40,8 +45,8 @@ pub struct Metrics {
     pub lease_changes: IntCounterVec,
     /// Keys this worker holds.
     pub leased_keys: IntGauge,
-    /// Messages behind the board head, per key this worker holds.
-    pub key_lag: prometheus::IntGaugeVec,
+    /// Capacity, memory and lag of detection.
+    pub detection: DetectionMetrics,
 }
 
 impl Metrics {
@@ -131,17 +136,6 @@ impl Metrics {
         registry
             .register(Box::new(leased_keys.clone()))
             .expect("unique metric names");
-        let key_lag = prometheus::IntGaugeVec::new(
-            Opts::new(
-                "key_lag",
-                "Board messages not yet detected, per key this worker holds",
-            ),
-            &["key_id"],
-        )
-        .expect("metric");
-        registry
-            .register(Box::new(key_lag.clone()))
-            .expect("unique metric names");
         for m in [
             Box::new(detections.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(detect_batch_seconds.clone()),
@@ -164,6 +158,7 @@ impl Metrics {
         ] {
             registry.register(m).expect("unique metric names");
         }
+        let detection = DetectionMetrics::new(&registry);
         Metrics {
             registry,
             messages_accepted,
@@ -182,7 +177,7 @@ impl Metrics {
             digest_bytes,
             lease_changes,
             leased_keys,
-            key_lag,
+            detection,
         }
     }
 

@@ -12,7 +12,8 @@
 //!
 //! One module per concept, each adding its methods to [`Store`]: `backend` (connecting,
 //! migrations, the SQLite writer lock), `board`, `keys`, `detection`, `leases`, `retention`,
-//! `notify` (board notifications across processes), and, behind the `testing` feature,
+//! `notify` (board notifications across processes), `overview` (detection over all keys),
+//! `schedule` (what workers say about their keys), and, behind the `testing` feature,
 //! `testing` (a fresh database per test).
 
 mod backend;
@@ -22,7 +23,9 @@ mod error;
 mod keys;
 mod leases;
 mod notify;
+mod overview;
 mod retention;
+mod schedule;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -32,3 +35,5 @@ pub use detection::{ActiveKey, StoredAccumulator};
 pub use error::StoreError;
 pub use keys::{KeyMeta, NewKey, StartAt, KEY_CHUNK_BYTES};
 pub use notify::BOARD_CHANNEL;
+pub use overview::DetectionOverview;
+pub use schedule::KeySchedule;

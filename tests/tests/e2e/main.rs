@@ -2,6 +2,7 @@
 //! heavy dependencies are linked once rather than once per file.
 
 mod board;
+mod capacity;
 mod detection;
 mod registry;
 mod retention;

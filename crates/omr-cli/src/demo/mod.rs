@@ -93,7 +93,6 @@ pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
         param_set: params.name.to_string(),
         allow_insecure_params: params.insecure,
         worker_threads: a.threads,
-        max_cached_keys: n.max(4),
         ..Default::default()
     };
     let app = omr_server::Application::build(config)
