@@ -42,6 +42,8 @@ pub struct Metrics {
     pub leased_keys: IntGauge,
     /// Messages behind the board head, per key this worker holds.
     pub key_lag: prometheus::IntGaugeVec,
+    /// Calls waiting for a key's next detected message now (HTTP long-polls, gRPC watches).
+    pub key_waiters: IntGauge,
 }
 
 impl Metrics {
@@ -142,6 +144,14 @@ impl Metrics {
         registry
             .register(Box::new(key_lag.clone()))
             .expect("unique metric names");
+        let key_waiters = IntGauge::new(
+            "key_waiters",
+            "Calls waiting for a key's next detected message (long-polls and watches)",
+        )
+        .expect("metric");
+        registry
+            .register(Box::new(key_waiters.clone()))
+            .expect("unique metric names");
         for m in [
             Box::new(detections.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(detect_batch_seconds.clone()),
@@ -183,6 +193,7 @@ impl Metrics {
             lease_changes,
             leased_keys,
             key_lag,
+            key_waiters,
         }
     }
 

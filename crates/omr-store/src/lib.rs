@@ -12,7 +12,8 @@
 //!
 //! One module per concept, each adding its methods to [`Store`]: `backend` (connecting,
 //! migrations, the SQLite writer lock), `board`, `keys`, `detection`, `leases`, `retention`,
-//! `notify` (board notifications across processes), and, behind the `testing` feature,
+//! `notify` (board and progress notifications across processes), `presence` (when each key's
+//! recipient was last seen), and, behind the `testing` feature,
 //! `testing` (a fresh database per test).
 
 mod backend;
@@ -22,6 +23,7 @@ mod error;
 mod keys;
 mod leases;
 mod notify;
+mod presence;
 mod retention;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -31,4 +33,4 @@ pub use board::{NewMessage, StoredMessage};
 pub use detection::{ActiveKey, StoredAccumulator};
 pub use error::StoreError;
 pub use keys::{KeyMeta, NewKey, StartAt, KEY_CHUNK_BYTES};
-pub use notify::BOARD_CHANNEL;
+pub use notify::{BOARD_CHANNEL, PROGRESS_CHANNEL};

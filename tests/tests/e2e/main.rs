@@ -7,3 +7,4 @@ mod registry;
 mod retention;
 mod roles;
 mod tidy;
+mod waiting;
