@@ -72,10 +72,13 @@ Prints the message's board index.")]
   omr digest --keys alice
   omr digest --keys alice --out alice/inbox     # also writes INDEX.bin per message
   omr digest --keys alice --from 0 --json       # everything from index 0, as JSON
+  omr digest --keys alice --follow              # then print each new message as it arrives
 
 Remembers where it stopped in DIR/digest-state.json: the next call asks only for what is new, \
 and messages already retrieved are not shown again. A range holding more than k̄ messages is \
-split and asked for again.")]
+split and asked for again. With --follow it then waits (a long-poll that also tells the server \
+you are online, so your key is detected first) and prints each new message as it is detected, \
+until Ctrl-C; with --json each new message is one JSON line.")]
     Digest(commands::DigestArgs),
     /// Show where detection stands for a registered key (cursor, board head, lag).
     #[command(after_help = "Example:\n  omr status --keys alice")]

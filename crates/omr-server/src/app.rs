@@ -84,6 +84,7 @@ impl Application {
             config.max_commit_messages,
             board_notify.clone(),
         );
+        let presence = crate::presence::Presence::new(&config);
         let state = Arc::new(AppState {
             config,
             params,
@@ -94,6 +95,8 @@ impl Application {
             board_notify,
             digest_keys: Default::default(),
             digests: Default::default(),
+            presence,
+            progress: Default::default(),
         });
         let app = Application {
             state,
@@ -149,6 +152,10 @@ impl Application {
         let http_task = serve_http(&state, http, &cancel);
         let (grpc_task, health) = serve_grpc(&state, grpc, &cancel).await?;
         let background = Background::spawn(&state, &cancel);
+        if state.config.role != crate::config::Role::Worker {
+            // Other processes' commits wake this one's waiting recipients (ends at `stop`).
+            state.progress.spawn_listener(&state.store);
+        }
         state.ready.store(true, Ordering::Release);
         tracing::info!(%http_addr, %grpc_addr, addr_file = %state.config.addr_file().display(), "omrd listening");
 
@@ -159,6 +166,8 @@ impl Application {
             .set_not_serving::<DetectorServer<DetectorService>>()
             .await;
         cancel.cancel();
+        // Waiting recipients are answered now, so the servers can finish their requests.
+        state.progress.stop();
         let deadline = Duration::from_secs(state.config.shutdown_timeout_secs);
         join_servers(http_task, grpc_task, deadline).await;
         background.join(deadline).await;

@@ -84,6 +84,10 @@ pub struct Config {
     pub retain_digest_messages: Option<u64>,
     /// Seconds between retention passes.
     pub retention_interval_secs: u64,
+    /// A recipient whose digest, status or wait call came within this many seconds counts as
+    /// online (its key is scheduled first); one waiting for its next message is online while
+    /// it waits. 0: no recipient counts as online.
+    pub online_secs: u64,
 }
 
 /// What this process does.
@@ -125,6 +129,7 @@ impl Default for Config {
             retain_messages: None,
             retain_digest_messages: None,
             retention_interval_secs: 60,
+            online_secs: 300,
         }
     }
 }
@@ -158,6 +163,7 @@ pub const KEYS: &[&str] = &[
     "retain_messages",
     "retain_digest_messages",
     "retention_interval_secs",
+    "online_secs",
 ];
 
 impl Config {

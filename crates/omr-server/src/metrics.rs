@@ -47,6 +47,8 @@ pub struct Metrics {
     pub leased_keys: IntGauge,
     /// Capacity, memory and lag of detection.
     pub detection: DetectionMetrics,
+    /// Calls waiting for a key's next detected message now (HTTP long-polls, gRPC watches).
+    pub key_waiters: IntGauge,
 }
 
 impl Metrics {
@@ -136,6 +138,14 @@ impl Metrics {
         registry
             .register(Box::new(leased_keys.clone()))
             .expect("unique metric names");
+        let key_waiters = IntGauge::new(
+            "key_waiters",
+            "Calls waiting for a key's next detected message (long-polls and watches)",
+        )
+        .expect("metric");
+        registry
+            .register(Box::new(key_waiters.clone()))
+            .expect("unique metric names");
         for m in [
             Box::new(detections.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(detect_batch_seconds.clone()),
@@ -178,6 +188,7 @@ impl Metrics {
             lease_changes,
             leased_keys,
             detection,
+            key_waiters,
         }
     }
 

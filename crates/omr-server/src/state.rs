@@ -13,6 +13,8 @@ use omr_store::Store;
 use crate::config::Config;
 use crate::ingest::Ingestor;
 use crate::metrics::Metrics;
+use crate::presence::Presence;
+use crate::progress::KeyProgress;
 
 /// (key id, range start, range end) of an encoded digest.
 pub type DigestRange = (String, u64, u64);
@@ -34,4 +36,8 @@ pub struct AppState {
     /// Encoded digests by (key id, range start, range end): valid until the cursor moves.
     /// `Bytes`, so that a response shares the cached encoding instead of copying it.
     pub digests: Mutex<HashMap<DigestRange, axum::body::Bytes>>,
+    /// Which recipients are online (throttled writes to the store).
+    pub presence: Presence,
+    /// Each key's cursor as commits move it, for calls waiting for a key's next message.
+    pub progress: Arc<KeyProgress>,
 }

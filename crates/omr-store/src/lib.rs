@@ -12,8 +12,9 @@
 //!
 //! One module per concept, each adding its methods to [`Store`]: `backend` (connecting,
 //! migrations, the SQLite writer lock), `board`, `keys`, `detection`, `leases`, `retention`,
-//! `notify` (board notifications across processes), `overview` (detection over all keys),
-//! `schedule` (what workers say about their keys), and, behind the `testing` feature,
+//! `notify` (board and progress notifications across processes), `overview` (detection over
+//! all keys), `presence` (when each key's recipient was last seen), `schedule` (what workers say
+//! about their keys), and, behind the `testing` feature,
 //! `testing` (a fresh database per test).
 
 mod backend;
@@ -24,6 +25,7 @@ mod keys;
 mod leases;
 mod notify;
 mod overview;
+mod presence;
 mod retention;
 mod schedule;
 #[cfg(feature = "testing")]
@@ -34,6 +36,6 @@ pub use board::{NewMessage, StoredMessage};
 pub use detection::{ActiveKey, StoredAccumulator};
 pub use error::StoreError;
 pub use keys::{KeyMeta, NewKey, StartAt, KEY_CHUNK_BYTES};
-pub use notify::BOARD_CHANNEL;
+pub use notify::{BOARD_CHANNEL, PROGRESS_CHANNEL};
 pub use overview::DetectionOverview;
 pub use schedule::KeySchedule;

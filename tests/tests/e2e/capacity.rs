@@ -1,10 +1,13 @@
 //! Capacity end to end, on each store: a worker whose memory budget holds fewer keys than it
 //! serves time-shares them and every digest is still exact; the lag metrics cover every
-//! registered key, including keys no worker holds and keys that wait for their turn.
+//! registered key, including keys no worker holds and keys that wait for their turn, and so does
+//! GetKeyStatus; a recipient that comes online is served at once.
 
+use omr_api::http::KeyStatus;
 use omr_proto::v1::registration_header::Start;
 use omr_test_support::{
-    insecure_keys, quick_detection, seeded_rng, test_each_backend, wait_until, TestDb, TestServer,
+    insecure_keys, quick_detection, seeded_rng, test_each_backend, wait_until, Recipient, TestDb,
+    TestServer,
 };
 use rand::Rng;
 use std::time::Duration;
@@ -84,6 +87,7 @@ async fn lag_metrics_cover_unassigned_and_waiting_keys(db: &TestDb) {
     assert_eq!(api.metric("omr_keys_unassigned").await, Some(1.0));
     let age = api.metric("omr_oldest_undetected_seconds").await;
     assert!(age.is_some_and(|a| a >= 0.0), "{age:?}");
+    assert_eq!(status(&s, &lonely).await.state, "unassigned");
 
     // A worker with room for one key: the first key is loaded and caught up; a second key,
     // with one message (less than a load's worth) and a long maximum wait, waits its turn.
@@ -99,7 +103,7 @@ async fn lag_metrics_cover_unassigned_and_waiting_keys(db: &TestDb) {
     let min_batch = api.metric("omr_min_load_batch").await.unwrap_or(0.0);
     assert!(min_batch > 1.0, "a load is worth {min_batch} messages");
     let waiting = api.register(insecure_keys(4), Start::FromNow(true)).await;
-    api.post(&waiting.keys.clue_key, b"wait for it").await;
+    let idx = api.post(&waiting.keys.clue_key, b"wait for it").await;
     // The first key detects the new message too (every key detects every message); the second
     // is left waiting.
     let lag = |key_id: &str| format!("omr_key_lag{{key_id=\"{key_id}\"}}");
@@ -116,5 +120,26 @@ async fn lag_metrics_cover_unassigned_and_waiting_keys(db: &TestDb) {
     .await;
     assert_eq!(api.metric("omr_max_key_lag").await, Some(1.0));
     assert_eq!(api.metric("omr_keys_unassigned").await, Some(0.0));
+    let st = status(&s, &waiting).await;
+    assert_eq!((st.state.as_str(), st.lag), ("waiting", 1), "{st:?}");
+    assert!(st.eta_secs.is_some(), "{st:?}");
+
+    // Asking made its recipient online: it is served at once, although memory is full and its
+    // backlog is less than a load's worth.
+    let digest = api.caught_up_digest(&waiting, None).await;
+    assert_eq!(digest.messages, vec![(idx, b"wait for it".to_vec())]);
+    assert_eq!(status(&s, &waiting).await.state, "caught_up");
     s.stop().await;
+}
+
+/// `GET /v1/keys/{key_id}/status` for `r`.
+async fn status(s: &TestServer, r: &Recipient) -> KeyStatus {
+    let response = reqwest::Client::new()
+        .get(s.url(&format!("/v1/keys/{}/status", r.key_id)))
+        .bearer_auth(&r.token)
+        .send()
+        .await
+        .expect("status request");
+    assert!(response.status().is_success(), "{}", response.status());
+    response.json().await.expect("a status body")
 }

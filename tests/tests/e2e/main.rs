@@ -8,3 +8,4 @@ mod registry;
 mod retention;
 mod roles;
 mod tidy;
+mod waiting;

@@ -186,10 +186,10 @@ impl Worker {
             .filter(|k| self.leases.holds(&k.key_id))
             .collect();
         self.cache.retain_only(&keys);
-        let now_ms = chrono::Utc::now().timestamp_millis();
+        let now_ms = crate::presence::now_ms();
         let online: HashSet<String> = keys
             .iter()
-            .filter(|k| is_online(&self.state.config, k, now_ms))
+            .filter(|k| crate::presence::is_online(&self.state.config, k, now_ms))
             .map(|k| k.key_id.clone())
             .collect();
         let views = keys
@@ -249,9 +249,4 @@ impl Worker {
         m.keys_loaded.set(self.cache.len() as i64);
         m.key_memory_bytes.set(self.cache.used_bytes() as i64);
     }
-}
-
-/// Placeholder until presence lands: no key counts as online.
-fn is_online(_config: &crate::config::Config, _key: &ActiveKey, _now_ms: i64) -> bool {
-    false
 }

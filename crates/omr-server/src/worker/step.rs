@@ -57,6 +57,7 @@ pub(super) async fn step(
         cache.remove(&key.key_id);
         return Ok(nothing);
     }
+    state.progress.publish(&key.key_id, folded.end()); // wakes calls waiting for this key
     state.metrics.detections.inc_by(count as u64);
     state.metrics.detect_batch_seconds.observe(detect_seconds);
     let entry = cache.get_mut(&key.key_id).expect("present");
