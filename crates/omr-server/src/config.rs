@@ -61,6 +61,11 @@ pub struct Config {
     pub epoch_len: u64,
     /// Expanded detection keys kept in memory (each ≈ 362 MB for omr-v1).
     pub max_cached_keys: usize,
+    /// Bytes of local disk for expanded detection keys under `data_dir/expanded-keys` (each
+    /// ≈ 362 MB for omr-v1): a key loaded again is read from there instead of fetched from the
+    /// store and expanded. Least recently used files go first. Unset: half the free space
+    /// under `data_dir` when omrd starts (the files already there counted as free); 0: no files.
+    pub key_disk_bytes: Option<u64>,
     /// Safety-net poll for new messages, in milliseconds.
     pub poll_interval_ms: u64,
     /// This worker's name in the lease table (default: host name, process id and a random part).
@@ -108,6 +113,7 @@ impl Default for Config {
             detect_batch: 16,
             epoch_len: 4096,
             max_cached_keys: 4,
+            key_disk_bytes: None,
             poll_interval_ms: 1000,
             worker_id: None,
             lease_secs: 30,
@@ -139,6 +145,7 @@ pub const KEYS: &[&str] = &[
     "detect_batch",
     "epoch_len",
     "max_cached_keys",
+    "key_disk_bytes",
     "poll_interval_ms",
     "worker_id",
     "lease_secs",
@@ -182,6 +189,7 @@ mod tests {
         v["worker_id"] = serde_json::json!("x");
         v["retain_messages"] = serde_json::json!(1);
         v["retain_digest_messages"] = serde_json::json!(1);
+        v["key_disk_bytes"] = serde_json::json!(1);
         let mut fields: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         fields.sort();
         let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();

@@ -1,16 +1,16 @@
-//! The expanded-key cache: detection keys fetched from the store and expanded on the rayon pool,
-//! at most `max_cached_keys` of them (the least recently used goes first), each beside the
-//! cursor and open accumulator of its key.
+//! The expanded-key cache: detection keys loaded by `KeyFiles` (their expanded file on local
+//! disk, or fetched from the store and expanded on the rayon pool), at most `max_cached_keys`
+//! of them (the least recently used goes first), each beside the cursor and open accumulator of
+//! its key.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use omr_core::{Accumulator, CompressedDetectionKey, DetectionKey};
+use omr_core::{Accumulator, DetectionKey};
 use omr_store::ActiveKey;
 
-use super::pool::on_pool;
-use crate::config::Config;
+use super::key_files::KeyFiles;
 use crate::state::AppState;
 
 /// One key in memory.
@@ -26,14 +26,17 @@ pub(super) struct CachedKey {
 pub(super) struct KeyCache {
     keys: HashMap<String, CachedKey>,
     capacity: usize,
+    files: KeyFiles,
 }
 
 impl KeyCache {
-    /// An empty cache of `max_cached_keys` keys (at least one).
-    pub(super) fn new(config: &Config) -> Self {
+    /// An empty cache of `max_cached_keys` keys (at least one), loading through the
+    /// expanded-key files under `data_dir`.
+    pub(super) fn new(state: &AppState) -> Self {
         Self {
             keys: HashMap::new(),
-            capacity: config.max_cached_keys.max(1),
+            capacity: state.config.max_cached_keys.max(1),
+            files: KeyFiles::open(&state.config, &state.metrics),
         }
     }
 
@@ -51,11 +54,14 @@ impl KeyCache {
     ) -> anyhow::Result<&mut CachedKey> {
         if !self.keys.contains_key(&key.key_id) {
             self.make_room();
-            let dk = expand(state, pool, &key.key_id).await?;
+            let (dk, _source) = self
+                .files
+                .load(&state.store, state.params, pool, &key.key_id)
+                .await?;
             self.keys.insert(
                 key.key_id.clone(),
                 CachedKey {
-                    dk: Arc::new(dk),
+                    dk,
                     acc: None,
                     cursor: key.cursor,
                     used: Instant::now(),
@@ -97,24 +103,4 @@ impl KeyCache {
             self.keys.remove(&old);
         }
     }
-}
-
-/// Fetch `key_id`'s stored bytes and expand them on `pool`.
-async fn expand(
-    state: &AppState,
-    pool: &rayon::ThreadPool,
-    key_id: &str,
-) -> anyhow::Result<DetectionKey> {
-    let bytes = state
-        .store
-        .key_bytes(key_id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("key {} has no stored bytes", key_id))?;
-    let started = Instant::now();
-    let dk = on_pool(pool, move || {
-        CompressedDetectionKey::from_bytes(&bytes).map(|k| k.expand())
-    })
-    .await?;
-    tracing::info!(key_id = %key_id, ms = started.elapsed().as_millis() as u64, memory_bytes = dk.memory_bytes(), "detection key expanded");
-    Ok(dk)
 }

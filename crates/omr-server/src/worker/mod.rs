@@ -7,9 +7,12 @@
 //!
 //! This module is the loop; each concern it calls on has a module of its own: `schedule` (which
 //! keys, in what order), `leases` (taking, renewing and releasing them), `cache` (expanded
-//! keys), `step` (one batch for one key), `pool` (the rayon pool), `retention`.
+//! keys), `key_files` (loading them: expanded files on local disk, or the store; `key_dir`, the
+//! files' directory), `step` (one batch for one key), `pool` (the rayon pool), `retention`.
 
 mod cache;
+mod key_dir;
+pub mod key_files;
 mod leases;
 mod pool;
 mod retention;
@@ -72,7 +75,7 @@ fn spawn_board_listener(state: &AppState, cancel: &CancellationToken) -> JoinHan
 
 impl Worker {
     fn new(state: Arc<AppState>, pool: rayon::ThreadPool) -> Self {
-        let cache = KeyCache::new(&state.config);
+        let cache = KeyCache::new(&state);
         let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
         let leases = Leases::new(&state, schedule::lease_count(&state.config));
         Self {
