@@ -70,6 +70,11 @@ pub struct Config {
     /// load, in seconds: past it the key is loaded whatever its backlog. Bounds the lag of
     /// offline recipients when a worker time-shares keys.
     pub key_max_wait_secs: u64,
+    /// Bytes of local disk for expanded detection keys under `data_dir/expanded-keys` (each
+    /// ≈ 362 MB for omr-v1): a key loaded again is read from there instead of fetched from the
+    /// store and expanded. Least recently used files go first. Unset: half the free space
+    /// under `data_dir` when omrd starts (the files already there counted as free); 0: no files.
+    pub key_disk_bytes: Option<u64>,
     /// Safety-net poll for new messages, in milliseconds.
     pub poll_interval_ms: u64,
     /// This worker's name in the lease table (default: host name, process id and a random part).
@@ -123,6 +128,7 @@ impl Default for Config {
             key_memory_bytes: 0,
             max_cached_keys: None,
             key_max_wait_secs: 300,
+            key_disk_bytes: None,
             poll_interval_ms: 1000,
             worker_id: None,
             lease_secs: 30,
@@ -157,6 +163,7 @@ pub const KEYS: &[&str] = &[
     "key_memory_bytes",
     "max_cached_keys",
     "key_max_wait_secs",
+    "key_disk_bytes",
     "poll_interval_ms",
     "worker_id",
     "lease_secs",
@@ -228,6 +235,7 @@ mod tests {
         v["max_cached_keys"] = serde_json::json!(1);
         v["retain_messages"] = serde_json::json!(1);
         v["retain_digest_messages"] = serde_json::json!(1);
+        v["key_disk_bytes"] = serde_json::json!(1);
         let mut fields: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         fields.sort();
         let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();

@@ -49,6 +49,16 @@ pub struct Metrics {
     pub detection: DetectionMetrics,
     /// Calls waiting for a key's next detected message now (HTTP long-polls, gRPC watches).
     pub key_waiters: IntGauge,
+    /// Time to load a detection key into memory, by source (`disk`: its expanded file;
+    /// `store`: fetched and expanded).
+    pub key_load_seconds: HistogramVec,
+    /// Bytes read to load detection keys, by source (expanded files; compressed stored keys).
+    pub key_load_bytes: IntCounterVec,
+    /// Bytes of expanded-key files on local disk.
+    pub key_file_bytes: IntGauge,
+    /// Expanded-key file events: written, evicted, unregistered, discarded (unreadable),
+    /// write_failed, write_skipped.
+    pub key_file_events: IntCounterVec,
 }
 
 impl Metrics {
@@ -168,6 +178,46 @@ impl Metrics {
         ] {
             registry.register(m).expect("unique metric names");
         }
+        let key_load_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "key_load_seconds",
+                "Time to load a detection key into memory, by source (disk or store)",
+            )
+            .buckets(vec![
+                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
+            ]),
+            &["source"],
+        )
+        .expect("metric");
+        let key_load_bytes = IntCounterVec::new(
+            Opts::new(
+                "key_load_bytes_total",
+                "Bytes read to load detection keys, by source (disk or store)",
+            ),
+            &["source"],
+        )
+        .expect("metric");
+        let key_file_bytes = IntGauge::new(
+            "key_file_bytes",
+            "Bytes of expanded detection-key files on local disk",
+        )
+        .expect("metric");
+        let key_file_events = IntCounterVec::new(
+            Opts::new(
+                "key_file_events_total",
+                "Expanded detection-key file events (written, evicted, unregistered, discarded, write_failed, write_skipped)",
+            ),
+            &["event"],
+        )
+        .expect("metric");
+        for m in [
+            Box::new(key_load_seconds.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(key_load_bytes.clone()),
+            Box::new(key_file_bytes.clone()),
+            Box::new(key_file_events.clone()),
+        ] {
+            registry.register(m).expect("unique metric names");
+        }
         let detection = DetectionMetrics::new(&registry);
         Metrics {
             registry,
@@ -189,6 +239,10 @@ impl Metrics {
             leased_keys,
             detection,
             key_waiters,
+            key_load_seconds,
+            key_load_bytes,
+            key_file_bytes,
+            key_file_events,
         }
     }
 

@@ -57,7 +57,11 @@ async fn more_keys_than_memory_holds_are_all_detected_exactly(db: &TestDb) {
         assert_eq!(&got, w, "{:?}: key {}", db.backend(), r.key_id);
     }
     // Six keys served through a budget of two: at least six loads, never more than two held.
-    let loads = api.metric("omr_key_loads_total").await.unwrap_or(0.0);
+    let mut loads = 0.0;
+    for source in ["disk", "store"] {
+        let name = format!("omr_key_load_seconds_count{{source=\"{source}\"}}");
+        loads += api.metric(&name).await.unwrap_or(0.0);
+    }
     assert!(loads >= 6.0, "{loads} key loads for 6 keys");
     let loaded = api
         .metric("omr_keys_loaded")

@@ -300,15 +300,17 @@ async fn counters(client: &Client) -> anyhow::Result<(f64, f64, f64)> {
         .await?
         .text()
         .await?;
-    let value = |name: &str| {
+    // Summed over label sets (the key load histogram has one per source).
+    let value = |name: &str| -> f64 {
         text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-            .unwrap_or(0.0)
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| l[name.len()..].rsplit(' ').next()?.trim().parse::<f64>().ok())
+            .sum()
     };
     Ok((
-        value("omr_key_load_seconds_total"),
+        value("omr_key_load_seconds_sum"),
         value("omr_detect_seconds_total"),
-        value("omr_key_loads_total"),
+        value("omr_key_load_seconds_count"),
     ))
 }
 

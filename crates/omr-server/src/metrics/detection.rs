@@ -18,10 +18,8 @@ pub struct DetectionMetrics {
     pub keys_waiting: IntGauge,
     /// Keys this worker leases whose recipient is online.
     pub keys_online: IntGauge,
-    /// Key loads (fetch, decode, expand) and the seconds they took.
-    pub key_loads: IntCounter,
-    pub key_load_seconds: Counter,
-    /// Seconds the detection pool spent detecting (for the share of time loads take).
+    /// Seconds the detection pool spent detecting (against `omr_key_load_seconds`: the share of
+    /// time loads take).
     pub detect_seconds: Counter,
     /// Smallest backlog worth loading a key for (see worker/schedule.rs).
     pub min_load_batch: IntGauge,
@@ -61,13 +59,6 @@ impl DetectionMetrics {
                 "keys_online",
                 "Keys this worker leases whose recipient is online",
             ),
-            key_loads: IntCounter::new("key_loads_total", "Detection keys loaded into memory")
-                .expect("metric"),
-            key_load_seconds: Counter::new(
-                "key_load_seconds_total",
-                "Seconds spent loading detection keys",
-            )
-            .expect("metric"),
             detect_seconds: Counter::new(
                 "detect_seconds_total",
                 "Seconds the detection pool spent detecting and folding",
@@ -106,8 +97,6 @@ impl DetectionMetrics {
             Box::new(m.key_memory_budget_bytes.clone()),
             Box::new(m.keys_waiting.clone()),
             Box::new(m.keys_online.clone()),
-            Box::new(m.key_loads.clone()),
-            Box::new(m.key_load_seconds.clone()),
             Box::new(m.detect_seconds.clone()),
             Box::new(m.min_load_batch.clone()),
             Box::new(m.keys_behind.clone()),

@@ -1,18 +1,17 @@
-//! The expanded-key cache: detection keys fetched from the store and expanded on the rayon pool,
-//! as many as fit in the worker's memory budget (`key_memory_bytes`), each beside the cursor and
-//! open accumulator of its key. Before a load, least recently used keys are evicted until the
-//! new one fits, keys of online recipients last; at least one key is always held, whatever the
-//! budget.
+//! The expanded-key cache: detection keys loaded by `KeyFiles` (their expanded file on local
+//! disk, or fetched from the store and expanded on the rayon pool), as many as fit in the
+//! worker's memory budget (`key_memory_bytes`), each beside the cursor and open accumulator of
+//! its key. Before a load, least recently used keys are evicted until the new one fits, keys of
+//! online recipients last; at least one key is always held, whatever the budget.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use omr_core::{Accumulator, CompressedDetectionKey, DetectionKey};
+use omr_core::{Accumulator, DetectionKey};
 use omr_store::ActiveKey;
 
-use super::pool::on_pool;
-use crate::config::Config;
+use super::key_files::KeyFiles;
 use crate::state::AppState;
 
 /// One key in memory.
@@ -34,17 +33,21 @@ pub(super) struct KeyCache {
     key_bytes: u64,
     /// Mean seconds per load (exponentially weighted), once one happened.
     load_secs: Option<f64>,
+    files: KeyFiles,
 }
 
 impl KeyCache {
-    /// An empty cache with the configured budget.
-    pub(super) fn new(config: &Config) -> Self {
+    /// An empty cache with the configured budget, loading through the expanded-key files under
+    /// `data_dir`.
+    pub(super) fn new(state: &AppState) -> Self {
+        let config = &state.config;
         Self {
             keys: HashMap::new(),
             budget: config.key_memory_budget(),
             max_count: config.max_cached_keys.unwrap_or(usize::MAX).max(1),
             key_bytes: 0,
             load_secs: None,
+            files: KeyFiles::open(config, &state.metrics),
         }
     }
 
@@ -90,17 +93,18 @@ impl KeyCache {
         if !self.keys.contains_key(&key.key_id) {
             self.make_room(pinned);
             let started = Instant::now();
-            let dk = expand(state, pool, &key.key_id).await?;
+            let (dk, _source) = self
+                .files
+                .load(&state.store, state.params, pool, &key.key_id)
+                .await?;
             let secs = started.elapsed().as_secs_f64();
             self.load_secs = Some(self.load_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
-            state.metrics.detection.key_loads.inc();
-            state.metrics.detection.key_load_seconds.inc_by(secs);
             let bytes = dk.memory_bytes() as u64;
             self.key_bytes = self.key_bytes.max(bytes);
             self.keys.insert(
                 key.key_id.clone(),
                 CachedKey {
-                    dk: Arc::new(dk),
+                    dk,
                     acc: None,
                     cursor: key.cursor,
                     bytes,
@@ -147,24 +151,4 @@ impl KeyCache {
             self.keys.remove(&victim);
         }
     }
-}
-
-/// Fetch `key_id`'s stored bytes and expand them on `pool`.
-async fn expand(
-    state: &AppState,
-    pool: &rayon::ThreadPool,
-    key_id: &str,
-) -> anyhow::Result<DetectionKey> {
-    let bytes = state
-        .store
-        .key_bytes(key_id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("key {} has no stored bytes", key_id))?;
-    let started = Instant::now();
-    let dk = on_pool(pool, move || {
-        CompressedDetectionKey::from_bytes(&bytes).map(|k| k.expand())
-    })
-    .await?;
-    tracing::info!(key_id = %key_id, ms = started.elapsed().as_millis() as u64, memory_bytes = dk.memory_bytes(), "detection key expanded");
-    Ok(dk)
 }

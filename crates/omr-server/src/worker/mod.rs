@@ -7,10 +7,13 @@
 //!
 //! This module is the loop; each concern it calls on has a module of its own: `schedule` (which
 //! key next), `turn` (serving one key until it yields), `leases` (taking, renewing and releasing
-//! them), `cache` (expanded keys within the memory budget), `step` (one batch for one key),
-//! `pool` (the rayon pool), `publish` (what it does, for GetKeyStatus), `retention`.
+//! them), `cache` (expanded keys within the memory budget), `key_files` (loading them: expanded
+//! files on local disk, or the store; `key_dir`, the files' directory), `step` (one batch for one
+//! key), `pool` (the rayon pool), `publish` (what it does, for GetKeyStatus), `retention`.
 
 mod cache;
+mod key_dir;
+pub mod key_files;
 mod leases;
 mod pool;
 mod publish;
@@ -91,7 +94,7 @@ fn spawn_board_listener(state: &AppState, cancel: &CancellationToken) -> JoinHan
 
 impl Worker {
     fn new(state: Arc<AppState>, pool: rayon::ThreadPool) -> Self {
-        let cache = KeyCache::new(&state.config);
+        let cache = KeyCache::new(&state);
         let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
         let leases = Leases::new(&state, 1 << 20);
         state

@@ -3,4 +3,5 @@
 
 mod binary;
 mod crash;
+mod key_files;
 mod telemetry;
