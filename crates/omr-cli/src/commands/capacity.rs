@@ -209,6 +209,9 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
         "load_seconds": load_secs,
         "detect_seconds": detect_secs,
         "load_share": if detect_secs > 0.0 { load_secs / detect_secs } else { 0.0 },
+        // Loads from local files only: a key's first load on a node comes from the store.
+        "disk_load_seconds": after.3 - before.3,
+        "disk_load_share": if detect_secs > 0.0 { (after.3 - before.3) / detect_secs } else { 0.0 },
     });
     if json_out {
         print_json(&report);
@@ -294,8 +297,9 @@ fn take(covered: &Covered, key_id: &str) -> Vec<f64> {
         .unwrap_or_default()
 }
 
-/// (key load seconds, detection seconds, key loads) from `/metrics`.
-async fn counters(client: &Client) -> anyhow::Result<(f64, f64, f64)> {
+/// (key load seconds, detection seconds, key loads, key load seconds from disk files) from
+/// `/metrics`.
+async fn counters(client: &Client) -> anyhow::Result<(f64, f64, f64, f64)> {
     let text = reqwest::get(format!("{}/metrics", client.http_url()))
         .await?
         .text()
@@ -311,6 +315,7 @@ async fn counters(client: &Client) -> anyhow::Result<(f64, f64, f64)> {
         value("omr_key_load_seconds_sum"),
         value("omr_detect_seconds_total"),
         value("omr_key_load_seconds_count"),
+        value("omr_key_load_seconds_sum{source=\"disk\"}"),
     ))
 }
 

@@ -3,7 +3,7 @@
 //! deployment-wide group is read from the store when `/metrics` is scraped, so it tells the truth
 //! in every process (API-only ones too) and covers keys no worker holds.
 
-use prometheus::{Counter, Gauge, IntCounter, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{Counter, Gauge, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The detection metrics.
 #[derive(Debug, Clone)]
