@@ -42,6 +42,10 @@ pub struct Metrics {
     pub leased_keys: IntGauge,
     /// Messages behind the board head, per key this worker holds.
     pub key_lag: prometheus::IntGaugeVec,
+    /// Detection workers whose heartbeat is live (read from the store at each scrape).
+    pub live_workers: IntGauge,
+    /// Restarts of the detection worker loop, by reason (`panic`, `error`).
+    pub worker_restarts: IntCounterVec,
 }
 
 impl Metrics {
@@ -142,6 +146,25 @@ impl Metrics {
         registry
             .register(Box::new(key_lag.clone()))
             .expect("unique metric names");
+        let live_workers = IntGauge::new(
+            "live_workers",
+            "Detection workers with a live heartbeat, across every process on the store",
+        )
+        .expect("metric");
+        let worker_restarts = IntCounterVec::new(
+            Opts::new(
+                "worker_restarts_total",
+                "Restarts of this process's detection worker loop after a failure, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("metric");
+        for m in [
+            Box::new(live_workers.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(worker_restarts.clone()),
+        ] {
+            registry.register(m).expect("unique metric names");
+        }
         for m in [
             Box::new(detections.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(detect_batch_seconds.clone()),
@@ -183,6 +206,8 @@ impl Metrics {
             lease_changes,
             leased_keys,
             key_lag,
+            live_workers,
+            worker_restarts,
         }
     }
 

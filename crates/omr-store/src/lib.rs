@@ -11,11 +11,13 @@
 //! sees index i has already been able to see every index below it.
 //!
 //! One module per concept, each adding its methods to [`Store`]: `backend` (connecting,
-//! migrations, the SQLite writer lock), `board`, `keys`, `detection`, `leases`, `retention`,
+//! migrations, the SQLite writer lock), `board`, `keys`, `detection`, `leases` (with `balance`,
+//! the fair share of keys per live worker), `retention`,
 //! `notify` (board notifications across processes), and, behind the `testing` feature,
 //! `testing` (a fresh database per test).
 
 mod backend;
+mod balance;
 mod board;
 mod detection;
 mod error;
@@ -31,4 +33,5 @@ pub use board::{NewMessage, StoredMessage};
 pub use detection::{ActiveKey, StoredAccumulator};
 pub use error::StoreError;
 pub use keys::{KeyMeta, NewKey, StartAt, KEY_CHUNK_BYTES};
+pub use leases::LeaseGrant;
 pub use notify::BOARD_CHANNEL;

@@ -6,4 +6,5 @@ mod detection;
 mod registry;
 mod retention;
 mod roles;
+mod supervise;
 mod tidy;

@@ -114,7 +114,7 @@ async fn expand(
     let dk = on_pool(pool, move || {
         CompressedDetectionKey::from_bytes(&bytes).map(|k| k.expand())
     })
-    .await?;
+    .await??;
     tracing::info!(key_id = %key_id, ms = started.elapsed().as_millis() as u64, memory_bytes = dk.memory_bytes(), "detection key expanded");
     Ok(dk)
 }

@@ -7,7 +7,8 @@
 //!
 //! This module is the loop; each concern it calls on has a module of its own: `schedule` (which
 //! keys, in what order), `leases` (taking, renewing and releasing them), `cache` (expanded
-//! keys), `step` (one batch for one key), `pool` (the rayon pool), `retention`.
+//! keys), `step` (one batch for one key), `pool` (the rayon pool), `supervise` (restarting the
+//! loop when it fails), `retention`.
 
 mod cache;
 mod leases;
@@ -15,6 +16,7 @@ mod pool;
 mod retention;
 mod schedule;
 mod step;
+mod supervise;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,24 +35,33 @@ pub use retention::retention;
 /// What the worker loop holds from one round to the next.
 struct Worker {
     state: Arc<AppState>,
-    pool: rayon::ThreadPool,
+    pool: Arc<rayon::ThreadPool>,
     cache: KeyCache,
     leases: Leases,
     poll: Duration,
 }
 
-/// The worker loop; returns when `cancel` fires (after finishing the batch in progress).
+/// The worker, supervised: the loop runs until `cancel` fires (after finishing the batch in
+/// progress), restarted with backoff when it fails; then the leases are released.
 pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
-    let pool = pool::detect_pool(&state.config);
+    let pool = Arc::new(pool::detect_pool(&state.config));
+    let owner = leases::worker_id(&state);
     tracing::info!(
         threads = pool.current_num_threads(),
+        worker_id = %owner,
         "detection worker started"
     );
     let listener = spawn_board_listener(&state, &cancel);
-    let mut worker = Worker::new(state, pool);
-    worker.serve_until(&cancel).await;
+    supervise::supervise(&state, &cancel, |incarnation| {
+        let mut worker = Worker::new(state.clone(), pool.clone(), owner.clone());
+        async move {
+            worker.serve_until(&incarnation).await;
+            Ok(())
+        }
+    })
+    .await;
     listener.abort();
-    worker.leases.release(&worker.state).await;
+    leases::release(&state, &owner).await;
     tracing::info!("detection worker stopped");
 }
 
@@ -71,10 +82,10 @@ fn spawn_board_listener(state: &AppState, cancel: &CancellationToken) -> JoinHan
 }
 
 impl Worker {
-    fn new(state: Arc<AppState>, pool: rayon::ThreadPool) -> Self {
+    fn new(state: Arc<AppState>, pool: Arc<rayon::ThreadPool>, owner: String) -> Self {
         let cache = KeyCache::new(&state.config);
         let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
-        let leases = Leases::new(&state, schedule::lease_count(&state.config));
+        let leases = Leases::new(&state, owner);
         Self {
             state,
             pool,
@@ -88,7 +99,9 @@ impl Worker {
     /// none, and retry after `poll` when a round could not start.
     async fn serve_until(&mut self, cancel: &CancellationToken) {
         while !cancel.is_cancelled() {
-            let Some(keys) = self.plan_round().await else {
+            let planned = self.plan_round().await;
+            self.state.worker_health.round_planned(planned.is_some());
+            let Some(keys) = planned else {
                 if self.pause(cancel).await {
                     continue;
                 }

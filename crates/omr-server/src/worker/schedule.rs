@@ -1,5 +1,5 @@
-//! The scheduling policy: which keys this worker serves and in what order. It leases as many
-//! keys as its cache holds and serves the leased ones among the registered keys round-robin, in
+//! The scheduling policy: which keys this worker serves and in what order. It serves the keys
+//! it leases (its share of the fleet's) among the registered keys round-robin, in
 //! the store's order, one batch each per round, so a key with a long backlog does not starve
 //! the others.
 
@@ -9,13 +9,7 @@ use tracing::Instrument;
 
 use super::leases::Leases;
 use super::{step, Worker};
-use crate::config::Config;
 use crate::state::AppState;
-
-/// How many keys one worker leases: one per slot of its key cache.
-pub(super) fn lease_count(config: &Config) -> usize {
-    config.max_cached_keys.max(1)
-}
 
 /// The registered keys this worker holds, in the order a round serves them.
 async fn keys_to_serve(state: &AppState, leases: &Leases) -> Result<Vec<ActiveKey>, StoreError> {

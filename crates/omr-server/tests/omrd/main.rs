@@ -3,4 +3,5 @@
 
 mod binary;
 mod crash;
+mod fleet;
 mod telemetry;
