@@ -123,7 +123,7 @@ impl Metrics {
         let lease_changes = IntCounterVec::new(
             Opts::new(
                 "lease_changes_total",
-                "Keys this worker took (acquired) or lost (released)",
+                "Keys this worker took (acquired), gave back to rebalance (rebalanced) or lost (released)",
             ),
             &["change"],
         )

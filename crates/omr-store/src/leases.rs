@@ -20,6 +20,9 @@ const LEASE_LOCK: i64 = 0x6f6d_725f_6c65_6173;
 pub struct LeaseGrant {
     /// The keys this worker holds, in key order.
     pub keys: Vec<String>,
+    /// The keys it gave back in this renewal towards its share (others take them), in key
+    /// order.
+    pub given_back: Vec<String>,
     /// Live workers (unexpired heartbeats), this one included.
     pub live_workers: u64,
     /// The most keys one worker holds now: ⌈registered keys / live workers⌉.
@@ -120,19 +123,24 @@ impl Store {
             Backend::Postgres => " FOR UPDATE SKIP LOCKED",
             Backend::Sqlite => "",
         };
+        let mut given_back = Vec::new();
         match fleet.rebalance() {
             // Keys given back are free at once (expiry 0): the worker that needs them takes
             // them at its next renewal, without waiting for a lease to run out.
             Move::Shed(n) => {
-                sqlx::query(&format!(
+                given_back = sqlx::query(&format!(
                     "UPDATE worker_leases SET owner = '', expires_ms = 0 WHERE key_id IN \
                      (SELECT key_id FROM worker_leases WHERE owner = $1 \
-                      ORDER BY key_id DESC LIMIT $2{lock})"
+                      ORDER BY key_id DESC LIMIT $2{lock}) RETURNING key_id"
                 ))
                 .bind(owner.clone())
                 .bind(n as i64)
-                .execute(&mut *tx)
-                .await?;
+                .fetch_all(&mut *tx)
+                .await?
+                .into_iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<_, _>>()?;
+                given_back.sort_unstable();
             }
             Move::Take(n) => {
                 sqlx::query(&format!(
@@ -159,6 +167,7 @@ impl Store {
                 .into_iter()
                 .map(|r| r.try_get(0))
                 .collect::<Result<_, _>>()?,
+            given_back,
             live_workers: fleet.workers(),
             share: fleet.share(),
         })

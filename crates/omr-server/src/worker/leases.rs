@@ -43,7 +43,7 @@ impl Leases {
     /// share; log and count what changed.
     pub(super) async fn renew(&mut self, state: &AppState) -> Result<(), StoreError> {
         let grant = state.store.acquire_leases(&self.owner, self.lease).await?;
-        self.record_changes(state, &grant.keys);
+        self.record_changes(state, &grant.keys, &grant.given_back);
         if grant.live_workers != self.live_workers {
             tracing::info!(
                 worker_id = %self.owner,
@@ -70,16 +70,23 @@ impl Leases {
         }
     }
 
-    /// Log and count the keys in `leased` not held before, then those held before but not now.
-    fn record_changes(&self, state: &AppState, leased: &[String]) {
+    /// Log and count the keys in `leased` not held before, then those held before but not now:
+    /// `given_back` towards the fair share (`rebalanced`), or lost (`released`: the lease expired
+    /// and another worker took the key, or the key was deleted).
+    fn record_changes(&self, state: &AppState, leased: &[String], given_back: &[String]) {
         let changes = &state.metrics.lease_changes;
         for k in leased.iter().filter(|k| !self.held.contains(k)) {
             tracing::info!(key_id = %k, worker_id = %self.owner, "lease acquired");
             changes.with_label_values(&["acquired"]).inc();
         }
         for k in self.held.iter().filter(|k| !leased.contains(k)) {
-            tracing::info!(key_id = %k, worker_id = %self.owner, "lease lost");
-            changes.with_label_values(&["released"]).inc();
+            if given_back.contains(k) {
+                tracing::info!(key_id = %k, worker_id = %self.owner, "lease given back to rebalance");
+                changes.with_label_values(&["rebalanced"]).inc();
+            } else {
+                tracing::info!(key_id = %k, worker_id = %self.owner, "lease lost");
+                changes.with_label_values(&["released"]).inc();
+            }
         }
     }
 }

@@ -52,7 +52,11 @@ async fn a_joining_worker_takes_its_share_and_then_renewals_change_nothing(db: &
     let b = store.acquire_leases("b", LONG).await.unwrap();
     assert!(b.keys.is_empty(), "{b:?}");
     assert_eq!((b.live_workers, b.share), (2, 4));
-    assert_eq!(renew_all(store, &["a", "b"]).await, vec![4, 4]);
+    let a = store.acquire_leases("a", LONG).await.unwrap();
+    let half = |i: std::ops::Range<usize>| i.map(|i| format!("k{i}")).collect::<Vec<_>>();
+    assert_eq!((a.keys, a.given_back), (half(0..4), half(4..8)));
+    let b = store.acquire_leases("b", LONG).await.unwrap();
+    assert_eq!((b.keys, b.given_back), (half(4..8), vec![]));
 
     // From here on, renewals in any order move nothing: no key flips between the two.
     let settled = holdings(store, &["a", "b"]).await;
