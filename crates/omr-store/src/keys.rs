@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use crate::backend::{now_ms, to_u64};
 use crate::retention::{oldest_retained, RETENTION_LOCK};
-use crate::{Backend, Store, StoreError};
+use crate::{Store, StoreError};
 
 /// The PostgreSQL advisory lock that serialises capped registrations ("omr_keys" in ASCII).
 const REGISTRATION_LOCK: i64 = 0x6f6d_725f_6b65_7973;
@@ -70,12 +70,7 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let mut tx = self.begin_write().await?;
         if let Some(cap) = cap {
-            if self.backend() == Backend::Postgres {
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(REGISTRATION_LOCK)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            tx.serialise(REGISTRATION_LOCK).await?;
             let keys = count_keys(&mut *tx).await?;
             if keys >= cap {
                 return Err(StoreError::KeyLimit { keys, cap });
@@ -84,12 +79,7 @@ impl Store {
         if let StartAt::Index(start) = key.start {
             // Under the retention lock (SQLite: the writer lock): retention cannot delete the
             // board below `start` between this check and the commit of the cursor.
-            if self.backend() == Backend::Postgres {
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(RETENTION_LOCK)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            tx.serialise(RETENTION_LOCK).await?;
             let oldest = oldest_retained(&mut *tx).await?;
             if start < oldest {
                 return Err(StoreError::StartRetired { start, oldest });

@@ -45,12 +45,7 @@ impl Store {
         let expires = now + lease.as_millis() as i64;
         let owner = owner.to_string();
         let mut tx = self.begin_write().await?;
-        if self.backend() == Backend::Postgres {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(LEASE_LOCK)
-                .execute(&mut *tx)
-                .await?;
-        }
+        tx.serialise(LEASE_LOCK).await?;
         sqlx::query(
             "INSERT INTO worker_heartbeats (worker_id, renewed_ms, expires_ms) VALUES ($1, $2, $3) \
              ON CONFLICT (worker_id) \

@@ -4,7 +4,7 @@
 use sqlx::Row;
 
 use crate::backend::to_u64;
-use crate::{Backend, Store, StoreError};
+use crate::{Store, StoreError};
 
 /// The PostgreSQL advisory lock that serialises retention with registrations that start at an
 /// index ("omr_rete" in ASCII): a key checked against the oldest retained index is committed
@@ -22,12 +22,7 @@ impl Store {
         batch: u32,
     ) -> Result<(u64, u64), StoreError> {
         let mut tx = self.begin_write().await?;
-        if self.backend() == Backend::Postgres {
-            sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                .bind(RETENTION_LOCK)
-                .execute(&mut *tx)
-                .await?;
-        }
+        tx.serialise(RETENTION_LOCK).await?;
         let min_cursor: Option<i64> = sqlx::query("SELECT MIN(next_index) FROM key_cursors")
             .fetch_one(&mut *tx)
             .await?

@@ -2,8 +2,8 @@
 //! accumulators go by their end; no key may start below the oldest message kept, even when its
 //! registration races a retention pass.
 
-use crate::common::{messages, register};
-use omr_store::{NewKey, StartAt, Store, StoreError, StoredAccumulator};
+use crate::common::{messages, register, try_register};
+use omr_store::{StartAt, Store, StoreError, StoredAccumulator};
 use omr_test_support::{test_each_backend, TestDb};
 
 fn acc(start: u64, end: u64) -> StoredAccumulator {
@@ -63,21 +63,6 @@ async fn retention_keeps_what_a_key_has_not_detected(db: &TestDb) {
     assert!(store.delete_key("slow").await.unwrap());
     assert_eq!(store.apply_retention(12, 0, 100).await.unwrap(), (2, 0));
     assert_eq!(first_index(store).await, Some(12));
-}
-
-/// Register `key_id` starting at `start` (small key material), returning the store's answer.
-async fn try_register(store: &Store, key_id: &str, start: StartAt) -> Result<u64, StoreError> {
-    store
-        .insert_key(&NewKey {
-            key_id: key_id.to_string(),
-            param_set: "test",
-            kbar: 4,
-            start,
-            token_hash: [3; 32],
-            key: b"detection key",
-            digest_key: b"digest key",
-        })
-        .await
 }
 
 test_each_backend!(a_key_cannot_start_below_the_oldest_retained_message);
