@@ -1,4 +1,5 @@
 //! The JSON bodies and query strings of omrd's HTTP API (`/v1/...`), as both sides see them.
+//! [`KeyStatus`] is also what gRPC `GetKeyStatus` / `WatchKeyStatus` answer (omr-proto converts).
 //!
 //! Binary values (clues, payloads) travel as standard padded base64 strings.
 
@@ -99,6 +100,53 @@ pub struct DigestQuery {
     /// Stop at the first epoch boundary at or after this index (default: the key's cursor).
     /// For splitting a range that holds more than k̄ pertinent messages.
     pub to: Option<u64>,
+}
+
+/// Longest `GET /v1/keys/{key_id}/status?wait_past=…` waits, in seconds: a longer
+/// `timeout_secs` is cut to this.
+pub const MAX_WAIT_SECS: u64 = 60;
+
+/// How long a wait without `timeout_secs` lasts, in seconds.
+pub const DEFAULT_WAIT_SECS: u64 = 30;
+
+/// Query of `GET /v1/keys/{key_id}/status`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[serde(deny_unknown_fields)]
+pub struct StatusQuery {
+    /// Long-poll: answer as soon as the key's cursor is greater than this index (at once if it
+    /// already is), or when `timeout_secs` pass, with the status as it is then.
+    pub wait_past: Option<u64>,
+    /// How long a `wait_past` call may wait, in seconds (default 30, at most 60). Ignored
+    /// without `wait_past`.
+    pub timeout_secs: Option<u64>,
+}
+
+/// Where detection stands for a key: `GET /v1/keys/{key_id}/status` (and, with the same
+/// fields, gRPC `GetKeyStatus` and `WatchKeyStatus`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyStatus {
+    pub key_id: String,
+    pub param_set: String,
+    pub kbar: u32,
+    /// The first board index this key's digests cover.
+    pub start_index: u64,
+    /// Next board index to detect for this key: every message below it is in its digests.
+    pub cursor: u64,
+    /// Next board index to be assigned.
+    pub board_head: u64,
+    /// Messages on the board not yet detected for this key.
+    pub lag: u64,
+    pub key_bytes: u64,
+    /// Registration time, RFC 3339.
+    pub registered_at: String,
+    /// Where detection stands: `caught_up`, `detecting` (a worker serves it now), `waiting` (a
+    /// worker holds it and serves it in turn) or `unassigned` (no live worker holds it).
+    pub state: String,
+    /// When waiting or detecting: the worker's estimate of the seconds until it is caught up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_secs: Option<u64>,
 }
 
 /// The JSON body of every error response.

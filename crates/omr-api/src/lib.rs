@@ -1,6 +1,7 @@
 //! omr-api: the wire types omrd and its clients share, defined once.
 //!
-//! - [`http`]: the JSON bodies of the HTTP API (board, parameters, errors) and its query strings.
+//! - [`http`]: the JSON bodies of the HTTP API (board, parameters, key status, errors) and its
+//!   query strings.
 //! - [`headers`]: the names of the digest response headers.
 //! - [`ErrorCode`]: the stable error codes of `{code, message}` bodies, and the HTTP status each
 //!   is answered with (the gRPC mapping lives with the server's gRPC service).

@@ -72,10 +72,13 @@ Prints the message's board index.")]
   omr digest --keys alice
   omr digest --keys alice --out alice/inbox     # also writes INDEX.bin per message
   omr digest --keys alice --from 0 --json       # everything from index 0, as JSON
+  omr digest --keys alice --follow              # then print each new message as it arrives
 
 Remembers where it stopped in DIR/digest-state.json: the next call asks only for what is new, \
 and messages already retrieved are not shown again. A range holding more than k̄ messages is \
-split and asked for again.")]
+split and asked for again. With --follow it then waits (a long-poll that also tells the server \
+you are online, so your key is detected first) and prints each new message as it is detected, \
+until Ctrl-C; with --json each new message is one JSON line.")]
     Digest(commands::DigestArgs),
     /// Show where detection stands for a registered key (cursor, board head, lag).
     #[command(after_help = "Example:\n  omr status --keys alice")]
@@ -90,6 +93,16 @@ split and asked for again.")]
 
 Also times one tfhe-rs KS+PBS (PARAM_MESSAGE_2_CARRY_2 class) as a yardstick of machine speed.")]
     Bench(commands::BenchArgs),
+    /// Measure how one node serves many keys through a memory budget that holds few: an
+    /// embedded omrd, one online recipient among --keys, a slow board (no server needed).
+    #[command(after_help = "Examples:
+  omr bench-capacity --insecure-test-params --keys 12 --memory-keys 2 --interval-ms 200 --duration-secs 30
+  omr bench-capacity --keys 50 --memory-keys 4 --interval-ms 4000 --duration-secs 600 --json
+
+Reports the online recipient's freshness (post to detected) against the same node with its key
+alone, how long every other key took to cover each message, and key load time against detection
+time (from /metrics).")]
+    BenchCapacity(commands::CapacityArgs),
     /// Run the whole flow in one process: an embedded omrd, recipients, a board, digests.
     #[command(after_help = "Examples:
   omr demo
@@ -164,6 +177,7 @@ fn main() -> ExitCode {
             Command::Status(a) => commands::status(a, cli.json).await,
             Command::Delete(a) => commands::delete(a, cli.json).await,
             Command::Bench(a) => commands::bench(a, ui, cli.json).await,
+            Command::BenchCapacity(a) => commands::bench_capacity(a, ui, cli.json).await,
             Command::Demo(a) => demo::run(a, ui, cli.json).await,
         }
     });

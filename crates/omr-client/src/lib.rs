@@ -5,7 +5,9 @@
 //!   (HTTP), [`Client::register`] uploads a detection key (gRPC client stream),
 //!   [`Client::key_status`] and [`Client::delete_key`] manage it, and [`Client::retrieve`]
 //!   downloads what is new in the key's digest, decodes it with the secret key, splits ranges
-//!   that overflow k̄ and drops messages already seen.
+//!   that overflow k̄ and drops messages already seen. [`Client::wait_for_progress`] (an HTTP
+//!   long-poll) and [`Client::watch_status`] (a gRPC stream) wait for the server to detect
+//!   more; while they wait the recipient counts as online and its key is scheduled first.
 //! - [`KeyDir`] keeps a recipient's keys, registration and retrieval state in a directory, the
 //!   secret parts with mode 0600.
 //! - Errors are one enum, [`Error`], naming the server or file and what to do;
@@ -37,9 +39,8 @@
 //! let index = client.send(&keys.clue_key, b"hello").await?;
 //!
 //! // The recipient, later: wait until the server has detected the message, then retrieve.
-//! while client.key_status(&reg).await?.lag > 0 {
-//!     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-//! }
+//! let timeout = std::time::Duration::from_secs(30);
+//! while client.wait_for_progress(&reg, index, timeout).await?.cursor <= index {}
 //! let mut state = DigestState::new(&reg);
 //! let got = client.retrieve(&keys.secret, &reg, &mut state, None).await?;
 //! assert_eq!(got.messages.len(), 1);

@@ -24,6 +24,7 @@ pub enum Kind {
     Message = 6,
     Accumulator = 7,
     DigestKey = 8,
+    ExpandedDetectionKey = 9,
 }
 
 impl Kind {
@@ -37,6 +38,7 @@ impl Kind {
             Kind::Message => "message",
             Kind::Accumulator => "accumulator",
             Kind::DigestKey => "digest key",
+            Kind::ExpandedDetectionKey => "expanded detection key",
         }
     }
 }

@@ -5,6 +5,8 @@ use thiserror::Error;
 /// Everything that can go wrong in omr-core.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum OmrError {
+    #[error("reading {what}: {why}")]
+    Read { what: &'static str, why: String },
     #[error("unknown parameter set {0}")]
     UnknownParamSet(String),
     #[error("parameter set {0} is insecure and was not explicitly allowed")]

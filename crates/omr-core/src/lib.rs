@@ -7,11 +7,12 @@
 //!   message calls [`DetectionKey::detect`] then [`DetectionKey::fold`] into an [`Accumulator`];
 //! - the recipient decodes the [`Digest`] with [`SecretKey::decode`].
 //!
-//! No I/O, no async, no global state. Every type that crosses a process boundary has a
+//! No I/O, no async, no global state (one exception: [`pin_fft_plans`] sets tfhe-rs's
+//! process-wide FFT plans, for expanded keys kept on disk). Every type that crosses a process boundary has a
 //! versioned, size-limited `to_bytes`/`from_bytes`.
 //!
 //! Modules are layered; each uses only layers below it (bottom to top): `error`, `params`,
-//! `codec` -> `prime` (GLWE mod p), `layout` (digest plaintext layout and PRF) -> `keys` ->
+//! `codec`, `fft_plans` -> `prime` (GLWE mod p), `layout` (digest plaintext layout and PRF) -> `keys` ->
 //! `clue` -> `detect`, `message` -> `digest` (accumulator, digest, digest key) -> `decode`;
 //! `noise` and `security` analyse the scheme from above.
 
@@ -21,6 +22,7 @@ pub mod decode;
 pub mod detect;
 pub mod digest;
 pub mod error;
+mod fft_plans;
 pub mod keys;
 mod layout;
 pub mod message;
@@ -34,6 +36,10 @@ pub use decode::Retrieved;
 pub use detect::{Pertinency, StageTimes};
 pub use digest::{validate_payload, Accumulator, Digest, DigestKey, FoldScratch, Layout};
 pub use error::OmrError;
-pub use keys::{keygen, ClueKey, CompressedDetectionKey, DetectionKey, KeySet, SecretKey};
+pub use fft_plans::pin_fft_plans;
+pub use keys::{
+    keygen, ClueKey, CompressedDetectionKey, DetectionKey, ExpandTimes, KeySet, SecretKey,
+    EXPANDED_KEY_VERSION,
+};
 pub use message::Message;
 pub use params::{ParamSet, INSECURE_TEST, OMR_V1};

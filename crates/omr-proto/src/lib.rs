@@ -1,5 +1,6 @@
 //! The `omr.v1` gRPC API generated from `proto/omr/v1/detector.proto`, the registration
-//! stream both sides use, and conversions to the shared wire types of `omr-api`.
+//! stream both sides use, and conversions to the shared wire types of `omr-api` (`StartAt`,
+//! `KeyStatus`).
 
 /// Generated types and service traits.
 #[allow(clippy::all, missing_debug_implementations)]
@@ -12,10 +13,11 @@ pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("omr_
 
 use std::sync::Arc;
 
+use omr_api::http::KeyStatus;
 use omr_api::{StartAt, CHUNK_BYTES};
 use v1::register_detection_key_request::Part;
 use v1::registration_header::Start;
-use v1::{RegisterDetectionKeyRequest, RegistrationHeader};
+use v1::{GetKeyStatusResponse, RegisterDetectionKeyRequest, RegistrationHeader};
 
 impl From<StartAt> for Start {
     fn from(s: StartAt) -> Start {
@@ -31,6 +33,42 @@ impl From<Start> for StartAt {
         match s {
             Start::StartIndex(i) => StartAt::Index(i),
             Start::FromNow(_) => StartAt::Now,
+        }
+    }
+}
+
+impl From<KeyStatus> for GetKeyStatusResponse {
+    fn from(s: KeyStatus) -> GetKeyStatusResponse {
+        GetKeyStatusResponse {
+            key_id: s.key_id,
+            param_set: s.param_set,
+            kbar: s.kbar,
+            start_index: s.start_index,
+            cursor: s.cursor,
+            board_head: s.board_head,
+            lag: s.lag,
+            key_bytes: s.key_bytes,
+            registered_at: s.registered_at,
+            state: s.state,
+            eta_secs: s.eta_secs,
+        }
+    }
+}
+
+impl From<GetKeyStatusResponse> for KeyStatus {
+    fn from(s: GetKeyStatusResponse) -> KeyStatus {
+        KeyStatus {
+            key_id: s.key_id,
+            param_set: s.param_set,
+            kbar: s.kbar,
+            start_index: s.start_index,
+            cursor: s.cursor,
+            board_head: s.board_head,
+            lag: s.lag,
+            key_bytes: s.key_bytes,
+            registered_at: s.registered_at,
+            state: s.state,
+            eta_secs: s.eta_secs,
         }
     }
 }

@@ -86,6 +86,7 @@ impl Application {
             board_notify.clone(),
         );
         let lease_secs = config.lease_secs;
+        let presence = crate::presence::Presence::new(&config);
         let state = Arc::new(AppState {
             config,
             params,
@@ -98,6 +99,8 @@ impl Application {
             digests: Default::default(),
             worker_health: WorkerHealth::new(Duration::from_secs(lease_secs.max(1))),
             inject_detection_panics: Default::default(),
+            presence,
+            progress: Default::default(),
         });
         let app = Application {
             state,
@@ -107,6 +110,11 @@ impl Application {
         };
         app.write_addr_file()?;
         Ok(app)
+    }
+
+    /// The store this application serves from (for in-process benchmarks and tools).
+    pub fn store(&self) -> omr_store::Store {
+        self.state.store.clone()
     }
 
     pub fn http_addr(&self) -> SocketAddr {
@@ -154,6 +162,10 @@ impl Application {
         let http_task = serve_http(&state, http, &cancel);
         let (grpc_task, health) = serve_grpc(&state, grpc, &cancel).await?;
         let background = Background::spawn(&state, &cancel);
+        if state.config.role != crate::config::Role::Worker {
+            // Other processes' commits wake this one's waiting recipients (ends at `stop`).
+            state.progress.spawn_listener(&state.store);
+        }
         state.ready.store(true, Ordering::Release);
         tracing::info!(%http_addr, %grpc_addr, addr_file = %state.config.addr_file().display(), "omrd listening");
 
@@ -164,6 +176,8 @@ impl Application {
             .set_not_serving::<DetectorServer<DetectorService>>()
             .await;
         cancel.cancel();
+        // Waiting recipients are answered now, so the servers can finish their requests.
+        state.progress.stop();
         let deadline = Duration::from_secs(state.config.shutdown_timeout_secs);
         join_servers(http_task, grpc_task, deadline).await;
         background.join(deadline).await;

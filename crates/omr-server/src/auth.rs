@@ -59,6 +59,18 @@ pub async fn authorize(
     Ok(meta)
 }
 
+/// [`authorize`] an HTTP request on `key_id` by its `Authorization` header.
+pub async fn authorize_http(
+    store: &Store,
+    key_id: &str,
+    headers: &axum::http::HeaderMap,
+) -> Result<KeyMeta, ServiceError> {
+    let authorization = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    authorize(store, key_id, authorization).await
+}
+
 /// Whether `token` hashes to `stored_hash`.
 pub fn token_matches(token: &str, stored_hash: &[u8]) -> bool {
     let hash = Sha256::digest(token.as_bytes());

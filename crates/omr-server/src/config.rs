@@ -59,8 +59,22 @@ pub struct Config {
     pub detect_batch: usize,
     /// Board indices per accumulator epoch (at most the parameter set's range M).
     pub epoch_len: u64,
-    /// Expanded detection keys kept in memory (each ≈ 362 MB for omr-v1).
-    pub max_cached_keys: usize,
+    /// Bytes of expanded detection keys one worker keeps in memory (≈ 362 MB per omr-v1 key).
+    /// 0 (default): half of the memory this process may use (its cgroup limit, else the
+    /// machine's). A worker serves every key it leases however many fit: past the budget it
+    /// time-shares them (see worker/schedule.rs).
+    pub key_memory_bytes: u64,
+    /// Deprecated (use `key_memory_bytes`): when set, also caps how many expanded keys are kept.
+    pub max_cached_keys: Option<usize>,
+    /// The longest a waiting key that is not in memory is deferred to collect a batch worth its
+    /// load, in seconds: past it the key is loaded whatever its backlog. Bounds the lag of
+    /// offline recipients when a worker time-shares keys.
+    pub key_max_wait_secs: u64,
+    /// Bytes of local disk for expanded detection keys under `data_dir/expanded-keys` (each
+    /// ≈ 362 MB for omr-v1): a key loaded again is read from there instead of fetched from the
+    /// store and expanded. Least recently used files go first. Unset: half the free space
+    /// under `data_dir` when omrd starts (the files already there counted as free); 0: no files.
+    pub key_disk_bytes: Option<u64>,
     /// Safety-net poll for new messages, in milliseconds.
     pub poll_interval_ms: u64,
     /// This worker's name in the lease table (default: host name, process id and a random part).
@@ -75,6 +89,10 @@ pub struct Config {
     pub retain_digest_messages: Option<u64>,
     /// Seconds between retention passes.
     pub retention_interval_secs: u64,
+    /// A recipient whose digest, status or wait call came within this many seconds counts as
+    /// online (its key is scheduled first); one waiting for its next message is online while
+    /// it waits. 0: no recipient counts as online.
+    pub online_secs: u64,
 }
 
 /// What this process does.
@@ -107,13 +125,17 @@ impl Default for Config {
             worker_threads: 0,
             detect_batch: 16,
             epoch_len: 4096,
-            max_cached_keys: 4,
+            key_memory_bytes: 0,
+            max_cached_keys: None,
+            key_max_wait_secs: 300,
+            key_disk_bytes: None,
             poll_interval_ms: 1000,
             worker_id: None,
             lease_secs: 30,
             retain_messages: None,
             retain_digest_messages: None,
             retention_interval_secs: 60,
+            online_secs: 300,
         }
     }
 }
@@ -138,13 +160,17 @@ pub const KEYS: &[&str] = &[
     "worker_threads",
     "detect_batch",
     "epoch_len",
+    "key_memory_bytes",
     "max_cached_keys",
+    "key_max_wait_secs",
+    "key_disk_bytes",
     "poll_interval_ms",
     "worker_id",
     "lease_secs",
     "retain_messages",
     "retain_digest_messages",
     "retention_interval_secs",
+    "online_secs",
 ];
 
 impl Config {
@@ -165,9 +191,35 @@ impl Config {
         Ok(fig.merge(Env::prefixed("OMR_").only(KEYS)).extract()?)
     }
 
+    /// The key memory budget in bytes: `key_memory_bytes`, or half of the memory available to
+    /// this process when it is 0.
+    pub fn key_memory_budget(&self) -> u64 {
+        match self.key_memory_bytes {
+            0 => available_memory().map_or(4 << 30, |m| m / 2),
+            n => n,
+        }
+    }
+
     /// The address file scripts read to find the bound ports.
     pub fn addr_file(&self) -> PathBuf {
         self.data_dir.join("omrd.addr")
+    }
+}
+
+/// The memory this process may use: its cgroup v2 limit (`memory.max`) when one is set, else the
+/// machine's total memory; `None` when neither can be read.
+pub fn available_memory() -> Option<u64> {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    });
+    let cgroup = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    match (cgroup, total) {
+        (Some(c), Some(t)) => Some(c.min(t)),
+        (c, t) => c.or(t),
     }
 }
 
@@ -180,8 +232,10 @@ mod tests {
         let mut v = serde_json::to_value(Config::default()).unwrap();
         v["database_url"] = serde_json::json!("x");
         v["worker_id"] = serde_json::json!("x");
+        v["max_cached_keys"] = serde_json::json!(1);
         v["retain_messages"] = serde_json::json!(1);
         v["retain_digest_messages"] = serde_json::json!(1);
+        v["key_disk_bytes"] = serde_json::json!(1);
         let mut fields: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         fields.sort();
         let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();

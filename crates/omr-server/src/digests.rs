@@ -76,10 +76,8 @@ async fn digest(
 ) -> Result<Response, ServiceError> {
     let Query(q) =
         query.map_err(|e| ServiceError::new(ErrorCode::MalformedQuery, e.body_text()))?;
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let meta = crate::auth::authorize(&state.store, key_id, authorization).await?;
+    let meta = crate::auth::authorize_http(&state.store, key_id, headers).await?;
+    state.presence.seen(&state.store, key_id);
     let d = build(state, &meta, q.from, q.to).await?;
     state.metrics.digest_bytes.inc_by(d.bytes.len() as u64);
     let mut h = HeaderMap::new();

@@ -1,4 +1,5 @@
-//! The gRPC key registry (`omr.v1.Detector`): streamed detection-key upload, status, deletion.
+//! The gRPC key registry (`omr.v1.Detector`): streamed detection-key upload, status (and
+//! watching it: `status.rs`), deletion, digests.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use omr_proto::v1::{
     get_digest_response::Part as DigestPart, DeleteDetectionKeyRequest, DeleteDetectionKeyResponse,
     DigestHeader, GetDigestRequest, GetDigestResponse, GetKeyStatusRequest, GetKeyStatusResponse,
     GetParamsRequest, GetParamsResponse, RegisterDetectionKeyRequest, RegisterDetectionKeyResponse,
-    RegistrationHeader,
+    RegistrationHeader, WatchKeyStatusRequest,
 };
 use omr_store::{KeyMeta, NewKey, StoreError};
 use tokio::sync::Semaphore;
@@ -170,6 +171,7 @@ impl DetectorService {
         let key_id = &request.get_ref().key_id;
         let (from, to) = (request.get_ref().from, request.get_ref().to);
         let meta = self.authorize(request, key_id).await?;
+        self.state.presence.seen(&self.state.store, key_id);
         crate::digests::build(&self.state, &meta, from, to).await
     }
 }
@@ -289,25 +291,27 @@ impl Detector for DetectorService {
         &self,
         request: Request<GetKeyStatusRequest>,
     ) -> Result<Response<GetKeyStatusResponse>, Status> {
+        let key_id = &request.get_ref().key_id;
+        self.authorize(&request, key_id).await?;
+        self.state.presence.seen(&self.state.store, key_id);
+        let status = crate::status::key_status(&self.state, key_id).await?;
+        Ok(Response::new(status.into()))
+    }
+
+    type WatchKeyStatusStream = std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<GetKeyStatusResponse, Status>> + Send + 'static>,
+    >;
+
+    async fn watch_key_status(
+        &self,
+        request: Request<WatchKeyStatusRequest>,
+    ) -> Result<Response<Self::WatchKeyStatusStream>, Status> {
         let key_id = request.get_ref().key_id.clone();
-        let meta = self.authorize(&request, &key_id).await?;
-        let head = self
-            .state
-            .store
-            .board_head()
-            .await
-            .map_err(|e| ServiceError::internal("reading the board head", e))?;
-        Ok(Response::new(GetKeyStatusResponse {
-            key_id,
-            param_set: meta.param_set,
-            kbar: meta.kbar,
-            start_index: meta.start_index,
-            cursor: meta.cursor,
-            board_head: head,
-            lag: head.saturating_sub(meta.cursor),
-            key_bytes: meta.key_bytes,
-            registered_at: rfc3339_ms(meta.registered_ms),
-        }))
+        self.authorize(&request, &key_id).await?;
+        self.state.presence.seen(&self.state.store, &key_id);
+        let statuses = crate::status::watch(self.state.clone(), key_id)
+            .map(|s| s.map(GetKeyStatusResponse::from).map_err(Status::from));
+        Ok(Response::new(Box::pin(statuses)))
     }
 
     type GetDigestStream = std::pin::Pin<
@@ -367,26 +371,7 @@ impl Detector for DetectorService {
     }
 }
 
-/// Milliseconds since the epoch as RFC 3339 UTC with milliseconds.
-fn rfc3339_ms(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_else(|| format!("{ms} ms since the Unix epoch"))
-}
-
 /// A malformed key upload, as a gRPC status.
 fn malformed_upload(message: impl Into<String>) -> Status {
     ServiceError::new(ErrorCode::MalformedUpload, message).into()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn rfc3339_formats_known_instants() {
-        assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            super::rfc3339_ms(1_795_314_600_123),
-            "2026-11-22T02:30:00.123Z"
-        );
-    }
 }

@@ -1,5 +1,7 @@
 //! omrd as a library: configuration, telemetry, the HTTP board (axum), the gRPC key registry
-//! (tonic), group commit, metrics and ordered shutdown. `bin/omrd.rs` is a thin `main`.
+//! (tonic), group commit, detection, key status and waiting for it to move (`status`,
+//! `progress`), who is online (`presence`), metrics and ordered shutdown. `bin/omrd.rs` is a
+//! thin `main`.
 
 pub mod app;
 pub mod auth;
@@ -10,8 +12,12 @@ pub mod grpc;
 pub mod health;
 pub mod http;
 pub mod ingest;
+pub mod key_state;
 pub mod metrics;
+pub mod presence;
+pub mod progress;
 pub mod state;
+pub mod status;
 pub mod telemetry;
 pub mod worker;
 

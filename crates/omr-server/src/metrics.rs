@@ -5,6 +5,10 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
+mod detection;
+
+pub use detection::DetectionMetrics;
+
 /// Every metric omrd exports.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -29,7 +33,8 @@ pub struct Metrics {
     pub detections: IntCounter,
     /// Wall time of one detection batch (detect + fold) for one key.
     pub detect_batch_seconds: Histogram,
-    /// Largest lag (messages behind the board head) over the keys this worker serves.
+    /// Largest lag (messages behind the board head) over every registered key (read from the
+    /// store at scrape time).
     pub max_lag: IntGauge,
     /// Keys registered.
     pub active_keys: IntGauge,
@@ -40,8 +45,20 @@ pub struct Metrics {
     pub lease_changes: IntCounterVec,
     /// Keys this worker holds.
     pub leased_keys: IntGauge,
-    /// Messages behind the board head, per key this worker holds.
-    pub key_lag: prometheus::IntGaugeVec,
+    /// Capacity, memory and lag of detection.
+    pub detection: DetectionMetrics,
+    /// Calls waiting for a key's next detected message now (HTTP long-polls, gRPC watches).
+    pub key_waiters: IntGauge,
+    /// Time to load a detection key into memory, by source (`disk`: its expanded file;
+    /// `store`: fetched and expanded).
+    pub key_load_seconds: HistogramVec,
+    /// Bytes read to load detection keys, by source (expanded files; compressed stored keys).
+    pub key_load_bytes: IntCounterVec,
+    /// Bytes of expanded-key files on local disk.
+    pub key_file_bytes: IntGauge,
+    /// Expanded-key file events: written, evicted, unregistered, discarded (unreadable),
+    /// write_failed, write_skipped.
+    pub key_file_events: IntCounterVec,
     /// Detection workers whose heartbeat is live (read from the store at each scrape).
     pub live_workers: IntGauge,
     /// Restarts of the detection worker loop, by reason (`panic`, `error`).
@@ -135,16 +152,13 @@ impl Metrics {
         registry
             .register(Box::new(leased_keys.clone()))
             .expect("unique metric names");
-        let key_lag = prometheus::IntGaugeVec::new(
-            Opts::new(
-                "key_lag",
-                "Board messages not yet detected, per key this worker holds",
-            ),
-            &["key_id"],
+        let key_waiters = IntGauge::new(
+            "key_waiters",
+            "Calls waiting for a key's next detected message (long-polls and watches)",
         )
         .expect("metric");
         registry
-            .register(Box::new(key_lag.clone()))
+            .register(Box::new(key_waiters.clone()))
             .expect("unique metric names");
         let live_workers = IntGauge::new(
             "live_workers",
@@ -187,6 +201,47 @@ impl Metrics {
         ] {
             registry.register(m).expect("unique metric names");
         }
+        let key_load_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "key_load_seconds",
+                "Time to load a detection key into memory, by source (disk or store)",
+            )
+            .buckets(vec![
+                0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
+            ]),
+            &["source"],
+        )
+        .expect("metric");
+        let key_load_bytes = IntCounterVec::new(
+            Opts::new(
+                "key_load_bytes_total",
+                "Bytes read to load detection keys, by source (disk or store)",
+            ),
+            &["source"],
+        )
+        .expect("metric");
+        let key_file_bytes = IntGauge::new(
+            "key_file_bytes",
+            "Bytes of expanded detection-key files on local disk",
+        )
+        .expect("metric");
+        let key_file_events = IntCounterVec::new(
+            Opts::new(
+                "key_file_events_total",
+                "Expanded detection-key file events (written, evicted, unregistered, discarded, write_failed, write_skipped)",
+            ),
+            &["event"],
+        )
+        .expect("metric");
+        for m in [
+            Box::new(key_load_seconds.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(key_load_bytes.clone()),
+            Box::new(key_file_bytes.clone()),
+            Box::new(key_file_events.clone()),
+        ] {
+            registry.register(m).expect("unique metric names");
+        }
+        let detection = DetectionMetrics::new(&registry);
         Metrics {
             registry,
             messages_accepted,
@@ -205,7 +260,12 @@ impl Metrics {
             digest_bytes,
             lease_changes,
             leased_keys,
-            key_lag,
+            detection,
+            key_waiters,
+            key_load_seconds,
+            key_load_bytes,
+            key_file_bytes,
+            key_file_events,
             live_workers,
             worker_restarts,
         }

@@ -14,6 +14,8 @@ use crate::config::Config;
 use crate::health::WorkerHealth;
 use crate::ingest::Ingestor;
 use crate::metrics::Metrics;
+use crate::presence::Presence;
+use crate::progress::KeyProgress;
 
 /// (key id, range start, range end) of an encoded digest.
 pub type DigestRange = (String, u64, u64);
@@ -35,6 +37,10 @@ pub struct AppState {
     /// Encoded digests by (key id, range start, range end): valid until the cursor moves.
     /// `Bytes`, so that a response shares the cached encoding instead of copying it.
     pub digests: Mutex<HashMap<DigestRange, axum::body::Bytes>>,
+    /// Which recipients are online (throttled writes to the store).
+    pub presence: Presence,
+    /// Each key's cursor as commits move it, for calls waiting for a key's next message.
+    pub progress: Arc<KeyProgress>,
     /// The detection worker's restarts and failing rounds, for readiness.
     pub worker_health: WorkerHealth,
     /// Fault injection for tests, set by nothing in omrd (no configuration, no environment): the

@@ -4,7 +4,8 @@
 use sqlx::Row;
 
 use crate::backend::to_u64;
-use crate::{Store, StoreError};
+use crate::notify::PROGRESS_CHANNEL;
+use crate::{Backend, Store, StoreError};
 
 /// A key as the detection worker sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +13,9 @@ pub struct ActiveKey {
     pub key_id: String,
     pub start_index: u64,
     pub cursor: u64,
+    /// When the key's recipient was last seen online (milliseconds since the Unix epoch; see
+    /// [`Store::mark_seen`]); `None` when never.
+    pub last_seen_ms: Option<i64>,
 }
 
 /// An accumulator row: the encoded accumulator of one epoch `[start, end)`.
@@ -23,11 +27,14 @@ pub struct StoredAccumulator {
 }
 
 impl Store {
-    /// Every registered key with its cursor, oldest registration first.
+    /// Every registered key with its cursor and when its recipient was last seen, oldest
+    /// registration first.
     pub async fn active_keys(&self) -> Result<Vec<ActiveKey>, StoreError> {
         let rows = sqlx::query(
-            "SELECT k.key_id, k.start_index, c.next_index FROM detection_keys k \
-             JOIN key_cursors c ON c.key_id = k.key_id ORDER BY k.registered_ms, k.key_id",
+            "SELECT k.key_id, k.start_index, c.next_index, p.last_seen_ms FROM detection_keys k \
+             JOIN key_cursors c ON c.key_id = k.key_id \
+             LEFT JOIN key_presence p ON p.key_id = k.key_id \
+             ORDER BY k.registered_ms, k.key_id",
         )
         .fetch_all(self.pool())
         .await?;
@@ -37,6 +44,7 @@ impl Store {
                     key_id: r.try_get(0)?,
                     start_index: to_u64(r.try_get::<i64, _>(1)?, "start index")?,
                     cursor: to_u64(r.try_get::<i64, _>(2)?, "cursor")?,
+                    last_seen_ms: r.try_get(3)?,
                 })
             })
             .collect()
@@ -147,6 +155,15 @@ impl Store {
         .bind(acc.data.clone())
         .execute(&mut *tx)
         .await?;
+        if self.backend() == Backend::Postgres {
+            // Delivered at commit to every process listening on `PROGRESS_CHANNEL` (their
+            // waiting recipients are answered).
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(PROGRESS_CHANNEL)
+                .bind(format!("{key_id} {}", acc.end))
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(true)
     }

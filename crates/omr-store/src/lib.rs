@@ -12,8 +12,10 @@
 //!
 //! One module per concept, each adding its methods to [`Store`]: `backend` (connecting,
 //! migrations, the SQLite writer lock), `board`, `keys`, `detection`, `leases` (with `balance`,
-//! the fair share of keys per live worker), `retention`,
-//! `notify` (board notifications across processes), and, behind the `testing` feature,
+//! the fair share of keys per live worker), `retention`, `notify` (board and progress
+//! notifications across processes), `overview` (detection over all keys), `presence` (when each
+//! key's recipient was last seen), `schedule` (what workers say about their keys), and, behind
+//! the `testing` feature,
 //! `testing` (a fresh database per test).
 
 mod backend;
@@ -24,7 +26,10 @@ mod error;
 mod keys;
 mod leases;
 mod notify;
+mod overview;
+mod presence;
 mod retention;
+mod schedule;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -34,4 +39,6 @@ pub use detection::{ActiveKey, StoredAccumulator};
 pub use error::StoreError;
 pub use keys::{KeyMeta, NewKey, StartAt, KEY_CHUNK_BYTES};
 pub use leases::LeaseGrant;
-pub use notify::BOARD_CHANNEL;
+pub use notify::{BOARD_CHANNEL, PROGRESS_CHANNEL};
+pub use overview::DetectionOverview;
+pub use schedule::KeySchedule;

@@ -146,6 +146,15 @@ impl RawClient {
     }
 
     /// The Prometheus text at `/metrics`.
+    /// The value of the sample `name` (with its labels, e.g. `omr_key_lag{key_id="…"}`) in
+    /// `/metrics`, if it is there.
+    pub async fn metric(&self, name: &str) -> Option<f64> {
+        let text = self.metrics().await;
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    }
+
     pub async fn metrics(&self) -> String {
         self.get("/metrics").await.text().await.expect("metrics")
     }

@@ -2,9 +2,11 @@
 //! heavy dependencies are linked once rather than once per file.
 
 mod board;
+mod capacity;
 mod detection;
 mod registry;
 mod retention;
 mod roles;
 mod supervise;
 mod tidy;
+mod waiting;

@@ -191,8 +191,25 @@ pub async fn status(a: KeyArgs, json: bool) -> anyhow::Result<()> {
             s.lag,
             if s.lag == 1 { "" } else { "s" }
         );
+        println!("  detection      {}", describe_state(&s.state, s.eta_secs));
     }
     Ok(())
+}
+
+/// The key's detection state for people.
+fn describe_state(state: &str, eta_secs: Option<u64>) -> String {
+    let eta = match eta_secs {
+        Some(s) if s >= 120 => format!(" (caught up in about {} min)", s.div_ceil(60)),
+        Some(s) => format!(" (caught up in about {s} s)"),
+        None => String::new(),
+    };
+    match state {
+        "caught_up" => "caught up".to_string(),
+        "detecting" => format!("being detected now{eta}"),
+        "waiting" => format!("waiting for its turn{eta}"),
+        "unassigned" => "unassigned: no detection worker holds this key (tell the operator)".into(),
+        other => other.to_string(),
+    }
 }
 
 #[derive(Debug, Args)]

@@ -1,13 +1,16 @@
-//! `omr send` (a sender posts to a clue key) and `omr digest` (a recipient retrieves).
+//! `omr send` (a sender posts to a clue key) and `omr digest` (a recipient retrieves; with
+//! `--follow` it stays and prints each new message as the server detects it).
 
 use std::io::Read;
-use std::path::PathBuf;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use base64::Engine as _;
 use clap::Args;
-use omr_client::keydir::{self, KeyDir};
+use omr_client::keydir::{self, DigestState, KeyDir, Registration};
+use omr_client::Client;
+use omr_core::{Retrieved, SecretKey};
 use serde_json::json;
 
 use crate::ui::{self, Ui};
@@ -73,7 +76,15 @@ pub struct DigestArgs {
     /// Start from this board index instead of where the last call stopped.
     #[arg(long, value_name = "INDEX")]
     from: Option<u64>,
+    /// Then keep waiting, and print each new message as the server detects it, until Ctrl-C.
+    #[arg(long)]
+    follow: bool,
 }
+
+/// How long one wait for new messages lasts before it is asked again (the server's cap).
+const FOLLOW_WAIT: Duration = Duration::from_secs(60);
+/// How long `--follow` pauses after the server could not be reached.
+const FOLLOW_RETRY: Duration = Duration::from_secs(5);
 
 pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let dir = KeyDir::new(&a.keys.keys);
@@ -93,32 +104,14 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let got = got?;
     let elapsed = started.elapsed();
-    if let Some(out) = &a.out {
-        std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-        for m in &got.messages {
-            let path = out.join(format!("{}.bin", m.index));
-            std::fs::write(&path, &m.payload)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
-    }
+    write_payloads(a.out.as_deref(), &got.messages)?;
     // Only now that the payloads are safe is the state advanced on disk.
     dir.save_digest_state(&state)?;
     if json {
         let mut v = serde_json::to_value(&got).expect("serializable");
         v["key_id"] = json!(reg.key_id);
         v["elapsed_ms"] = json!(elapsed.as_secs_f64() * 1e3);
-        v["messages"] = got
-            .messages
-            .iter()
-            .map(|m| {
-                json!({
-                    "index": m.index,
-                    "bytes": m.payload.len(),
-                    "payload_base64": base64::engine::general_purpose::STANDARD.encode(&m.payload),
-                    "text": std::str::from_utf8(&m.payload).ok(),
-                })
-            })
-            .collect();
+        v["messages"] = got.messages.iter().map(message_json).collect();
         print_json(&v);
     } else {
         println!(
@@ -135,13 +128,115 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
             got.lag,
         );
         for m in &got.messages {
-            println!(
-                "  #{:<8} {:>5} B  {}",
-                m.index,
-                m.payload.len(),
-                ui::preview(&m.payload)
-            );
+            print_message(m);
+        }
+    }
+    if a.follow {
+        let following = Following {
+            client: &client,
+            dir: &dir,
+            reg: &reg,
+            secret: &secret,
+            out: a.out.as_deref(),
+            json,
+        };
+        tokio::select! {
+            r = following.run(state) => r?,
+            r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
         }
     }
     Ok(())
+}
+
+/// `omr digest --follow` after the first retrieval: wait for the server to detect past what
+/// was retrieved, retrieve what is new, print it, save the state; again, until stopped.
+struct Following<'a> {
+    client: &'a Client,
+    dir: &'a KeyDir,
+    reg: &'a Registration,
+    secret: &'a SecretKey,
+    out: Option<&'a Path>,
+    json: bool,
+}
+
+impl Following<'_> {
+    async fn run(&self, mut state: DigestState) -> anyhow::Result<()> {
+        if !self.json {
+            eprintln!(
+                "Waiting for new messages for key {} (Ctrl-C to stop)...",
+                self.reg.key_id
+            );
+        }
+        let mut past = state.next_from;
+        loop {
+            let status = match self
+                .client
+                .wait_for_progress(self.reg, past, FOLLOW_WAIT)
+                .await
+            {
+                Ok(s) => s,
+                // The server is restarting or out of reach: keep following.
+                Err(e) if e.is_transient() => {
+                    eprintln!("warning: {e}; trying again in {} s", FOLLOW_RETRY.as_secs());
+                    tokio::time::sleep(FOLLOW_RETRY).await;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if status.cursor <= past {
+                continue; // nothing detected within the wait: ask again
+            }
+            let got = self
+                .client
+                .retrieve(self.secret, self.reg, &mut state, None)
+                .await?;
+            write_payloads(self.out, &got.messages)?;
+            self.dir.save_digest_state(&state)?;
+            for m in &got.messages {
+                if self.json {
+                    let mut v = message_json(m);
+                    v["key_id"] = json!(self.reg.key_id);
+                    print_json(&v);
+                } else {
+                    print_message(m);
+                }
+            }
+            // The digest covered up to the cursor it saw (at least the one waited for).
+            past = state.next_from.max(status.cursor);
+        }
+    }
+}
+
+/// With `--out DIR`, write each message's payload to DIR/INDEX.bin.
+fn write_payloads(out: Option<&Path>, messages: &[Retrieved]) -> anyhow::Result<()> {
+    let Some(out) = out else {
+        return Ok(());
+    };
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    for m in messages {
+        let path = out.join(format!("{}.bin", m.index));
+        std::fs::write(&path, &m.payload)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// One retrieved message as text: index, size, a preview of the payload.
+fn print_message(m: &Retrieved) {
+    println!(
+        "  #{:<8} {:>5} B  {}",
+        m.index,
+        m.payload.len(),
+        ui::preview(&m.payload)
+    );
+}
+
+/// One retrieved message as JSON.
+fn message_json(m: &Retrieved) -> serde_json::Value {
+    json!({
+        "index": m.index,
+        "bytes": m.payload.len(),
+        "payload_base64": base64::engine::general_purpose::STANDARD.encode(&m.payload),
+        "text": std::str::from_utf8(&m.payload).ok(),
+    })
 }

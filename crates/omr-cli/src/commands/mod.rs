@@ -1,10 +1,12 @@
 //! The commands other than `demo`, one module per concern: `keys` (keygen, register, status,
-//! delete), `messages` (send, digest), `bench`.
+//! delete), `messages` (send, digest), `bench`, `capacity` (`omr bench-capacity`).
 
 mod bench;
+mod capacity;
 mod keys;
 mod messages;
 
 pub use bench::{bench, BenchArgs};
+pub use capacity::{bench_capacity, CapacityArgs};
 pub use keys::{delete, keygen, register, status, KeyArgs, KeygenArgs, RegisterArgs};
 pub use messages::{digest, send, DigestArgs, SendArgs};

@@ -93,7 +93,9 @@ pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
         param_set: params.name.to_string(),
         allow_insecure_params: params.insecure,
         worker_threads: a.threads,
-        max_cached_keys: n.max(4),
+        // Every key stays in memory for the whole demo: files of expanded keys would never be
+        // read back.
+        key_disk_bytes: Some(0),
         ..Default::default()
     };
     let app = omr_server::Application::build(config)

@@ -76,6 +76,20 @@ pub fn keygen(dir: &Path, kbar: &str) {
     ]);
 }
 
+/// `omr register --keys DIR --http HTTP --grpc GRPC --json`, required to succeed; its output.
+pub fn register(dir: &Path, http: &str, grpc: &str) -> Value {
+    omr_json(&[
+        "register",
+        "--keys",
+        s(dir),
+        "--http",
+        http,
+        "--grpc",
+        grpc,
+        "--json",
+    ])
+}
+
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }

@@ -1,7 +1,7 @@
 //! The `omr` binary's errors against a real omrd: each names the file or the server involved
 //! and says what to do.
 
-use crate::common::{keygen, omr_fails, omr_json, s};
+use crate::common::{keygen, omr_fails, omr_json, register, s};
 use omr_test_support::TestServer;
 use serde_json::Value;
 
@@ -141,16 +141,7 @@ async fn errors_name_the_file_the_server_and_what_to_do() {
         );
 
         // A wrong token: refused by HTTP (digest) and gRPC (status), and says which key.
-        omr_json(&[
-            "register",
-            "--keys",
-            s(&alice),
-            "--http",
-            &http,
-            "--grpc",
-            &grpc,
-            "--json",
-        ]);
+        register(&alice, &http, &grpc);
         let reg_path = alice.join("registration.json");
         let mut reg: Value = serde_json::from_slice(&std::fs::read(&reg_path).unwrap()).unwrap();
         let key_id = reg["key_id"].as_str().unwrap().to_string();

@@ -4,4 +4,5 @@
 mod common;
 mod errors;
 mod flow;
+mod follow;
 mod standalone;

@@ -2,12 +2,14 @@
 //! errors and retries with exponential backoff for calls that are safe to repeat.
 //!
 //! The calls are grouped by API: `board` (params, posting), `registry` (keys over gRPC),
-//! `digest` (downloading digests); `transport` maps HTTP and gRPC failures to [`Error`].
+//! `digest` (downloading digests), `watch` (waiting for a key's next detected messages);
+//! `transport` maps HTTP and gRPC failures to [`Error`].
 
 mod board;
 mod digest;
 mod registry;
 mod transport;
+mod watch;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -1,31 +1,15 @@
-//! The key registry over gRPC: registering a detection key (a client stream), its status,
-//! deleting it.
+//! The key registry over gRPC: registering a detection key (a client stream), its status
+//! ([`KeyStatus`], the wire type of `omr-api`), deleting it.
 
 use std::sync::Arc;
 
+pub use omr_api::http::KeyStatus;
 use omr_api::StartAt;
 use omr_proto::v1::{DeleteDetectionKeyRequest, GetKeyStatusRequest, GetParamsRequest};
-use serde::Serialize;
 
 use super::{Client, Progress};
 use crate::error::Result;
 use crate::keydir::Registration;
-
-/// Where detection stands for a key (gRPC `GetKeyStatus`).
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct KeyStatus {
-    pub key_id: String,
-    pub param_set: String,
-    pub kbar: u32,
-    pub start_index: u64,
-    /// Next board index to detect.
-    pub cursor: u64,
-    pub board_head: u64,
-    /// Messages on the board not yet detected for this key.
-    pub lag: u64,
-    pub key_bytes: u64,
-    pub registered_at: String,
-}
 
 impl Client {
     /// Upload an encoded detection key (gRPC client stream, 1 MiB chunks). `progress` sees the
@@ -99,17 +83,7 @@ impl Client {
                     .map_err(|s| self.grpc_error(s, &reg.key_id))
             })
             .await?;
-        Ok(KeyStatus {
-            key_id: s.key_id,
-            param_set: s.param_set,
-            kbar: s.kbar,
-            start_index: s.start_index,
-            cursor: s.cursor,
-            board_head: s.board_head,
-            lag: s.lag,
-            key_bytes: s.key_bytes,
-            registered_at: s.registered_at,
-        })
+        Ok(s.into())
     }
 
     /// The server's parameter set over gRPC (a cheap check that the gRPC listener answers).

@@ -42,9 +42,17 @@ impl Client {
             .max_encoding_message_size(8 << 20))
     }
 
+    /// `msg` with the key's token and the request timeout.
     pub(super) fn authorized<T>(&self, reg: &Registration, msg: T) -> Result<tonic::Request<T>> {
-        let mut req = tonic::Request::new(msg);
+        let mut req = self.with_token(reg, msg)?;
         req.set_timeout(self.options.request_timeout);
+        Ok(req)
+    }
+
+    /// `msg` with the key's token and no deadline (a stream that lasts as long as the caller
+    /// reads it).
+    pub(super) fn with_token<T>(&self, reg: &Registration, msg: T) -> Result<tonic::Request<T>> {
+        let mut req = tonic::Request::new(msg);
         let value = format!("Bearer {}", reg.access_token)
             .parse()
             .map_err(|_| Error::BadFile {

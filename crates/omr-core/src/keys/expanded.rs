@@ -2,6 +2,8 @@
 //! key, NTT-domain prime-modulus keys, the digest layout) and the expansion from the uploaded
 //! form.
 
+use std::time::{Duration, Instant};
+
 use tfhe::core_crypto::commons::math::random::{CompressionSeed, Seed};
 use tfhe::core_crypto::prelude::*;
 
@@ -55,6 +57,34 @@ impl DetectionKey {
         &self.layout
     }
 
+    /// Assemble a key from its containers; `primes` holds the prime-modulus keys in order: up,
+    /// one per trace element, down.
+    pub(crate) fn from_parts(
+        params: &'static ParamSet,
+        kbar: usize,
+        prf_seed: [u8; 32],
+        [bsk1, bsk2]: [FourierLweBootstrapKeyOwned; 2],
+        ksk: LweKeyswitchKeyOwned<u64>,
+        mut primes: Vec<PrimeKeyswitchKey>,
+    ) -> Self {
+        let down = primes.pop().expect("up, the trace keys and down");
+        let trace = primes.split_off(1);
+        let up = primes.pop().expect("up, the trace keys and down");
+        DetectionKey {
+            params,
+            kbar,
+            prf_seed,
+            layout: Layout::new(params, kbar),
+            bsk1,
+            ksk,
+            bsk2,
+            up,
+            trace,
+            down,
+            ntt: Ntt::new(params.n2),
+        }
+    }
+
     /// Bytes held by the expanded key (what one registered key costs in server RAM).
     pub fn memory_bytes(&self) -> usize {
         let c64 = 16;
@@ -68,14 +98,25 @@ impl DetectionKey {
     }
 }
 
-/// Regenerate a seeded bootstrapping key's masks and convert it to the Fourier domain.
-fn expand_bsk(
+/// Where the time of one [`CompressedDetectionKey::expand_timed`] went.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ExpandTimes {
+    /// Regenerating the seeded masks of both bootstrapping keys and the LWE keyswitch key.
+    pub masks: Duration,
+    /// Converting both bootstrapping keys to the Fourier domain.
+    pub fourier: Duration,
+    /// The prime-modulus keys: masks regenerated (ChaCha20) and NTT-transformed.
+    pub prime: Duration,
+}
+
+/// Regenerate a seeded bootstrapping key's masks.
+fn decompress_bsk(
     k: &SeededNative,
     n: usize,
     base_log: usize,
     levels: usize,
-) -> FourierLweBootstrapKeyOwned {
-    let bsk = SeededLweBootstrapKey::from_container(
+) -> LweBootstrapKeyOwned<u64> {
+    SeededLweBootstrapKey::from_container(
         k.bodies(),
         GlweSize(2),
         PolynomialSize(n),
@@ -84,7 +125,11 @@ fn expand_bsk(
         CompressionSeed::from(Seed(k.seed)),
         native(),
     )
-    .par_decompress_into_lwe_bootstrap_key();
+    .par_decompress_into_lwe_bootstrap_key()
+}
+
+/// Convert a bootstrapping key to the Fourier domain.
+fn to_fourier(bsk: &LweBootstrapKeyOwned<u64>) -> FourierLweBootstrapKeyOwned {
     let mut f = FourierLweBootstrapKey::new(
         bsk.input_lwe_dimension(),
         bsk.glwe_size(),
@@ -92,15 +137,34 @@ fn expand_bsk(
         bsk.decomposition_base_log(),
         bsk.decomposition_level_count(),
     );
-    par_convert_standard_lwe_bootstrap_key_to_fourier(&bsk, &mut f);
+    par_convert_standard_lwe_bootstrap_key_to_fourier(bsk, &mut f);
     f
 }
 
 impl CompressedDetectionKey {
     /// Expand into the server's in-memory form (seeds regenerated, Fourier/NTT conversions).
     pub fn expand(&self) -> DetectionKey {
+        self.expand_timed().0
+    }
+
+    /// [`expand`](Self::expand), also returning where the time went.
+    pub fn expand_timed(&self) -> (DetectionKey, ExpandTimes) {
         let p = self.params;
-        let bsk1 = expand_bsk(&self.bsk1, p.n1, p.bsk1_base_log, p.bsk1_levels);
+        let mut times = ExpandTimes::default();
+        // Each bootstrapping key goes to the Fourier domain before the next is decompressed, so
+        // that only one standard-domain key is held at a time.
+        let mut timed_bsk = |k: &SeededNative, n: usize, base_log: usize, levels: usize| {
+            let t = Instant::now();
+            let bsk = decompress_bsk(k, n, base_log, levels);
+            times.masks += t.elapsed();
+            let t = Instant::now();
+            let f = to_fourier(&bsk);
+            times.fourier += t.elapsed();
+            f
+        };
+        let bsk1 = timed_bsk(&self.bsk1, p.n1, p.bsk1_base_log, p.bsk1_levels);
+        let bsk2 = timed_bsk(&self.bsk2, p.n2, p.bsk2_base_log, p.bsk2_levels);
+        let t = Instant::now();
         let ksk = SeededLweKeyswitchKey::from_container(
             self.ksk.bodies(),
             DecompositionBaseLog(p.ksk_base_log),
@@ -110,23 +174,17 @@ impl CompressedDetectionKey {
             native(),
         )
         .par_decompress_into_lwe_keyswitch_key();
-        let bsk2 = expand_bsk(&self.bsk2, p.n2, p.bsk2_base_log, p.bsk2_levels);
+        times.masks += t.elapsed();
+        let t = Instant::now();
         let ntt = Ntt::new(p.n2);
-        let up = self.up.expand(&ntt);
-        let trace = self.trace.iter().map(|t| t.expand(&ntt)).collect();
-        let down = self.down.expand(&ntt);
-        DetectionKey {
-            params: p,
-            kbar: self.kbar,
-            prf_seed: self.prf_seed,
-            layout: Layout::new(p, self.kbar),
-            bsk1,
-            ksk,
-            bsk2,
-            up,
-            trace,
-            down,
-            ntt,
-        }
+        let primes = std::iter::once(&self.up)
+            .chain(&self.trace)
+            .chain([&self.down])
+            .map(|k| k.expand(&ntt))
+            .collect();
+        times.prime = t.elapsed();
+        let fourier = [bsk1, bsk2];
+        let dk = DetectionKey::from_parts(p, self.kbar, self.prf_seed, fourier, ksk, primes);
+        (dk, times)
     }
 }

@@ -3,17 +3,19 @@
 //! beside it; and key generation.
 //!
 //! Layers inside: `seeded` (rounded seeded native keys and their codec) -> `secret`,
-//! `clue_key`, `compressed` -> `expanded` -> `keygen`.
+//! `clue_key`, `compressed` -> `expanded` -> `expanded_codec` (its local file) -> `keygen`.
 
 mod clue_key;
 mod compressed;
 mod expanded;
+mod expanded_codec;
 mod keygen;
 mod secret;
 mod seeded;
 
 pub use clue_key::{ClueKey, CLUE_KEY_LIMIT};
 pub use compressed::{CompressedDetectionKey, DETECTION_KEY_LIMIT};
-pub use expanded::DetectionKey;
+pub use expanded::{DetectionKey, ExpandTimes};
+pub use expanded_codec::EXPANDED_KEY_VERSION;
 pub use keygen::{keygen, KeySet};
 pub use secret::{SecretKey, SECRET_KEY_LIMIT};

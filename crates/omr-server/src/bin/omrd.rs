@@ -113,6 +113,8 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before anything transforms a polynomial: expanded-key files stay valid across restarts.
+    omr_server::worker::key_files::pin_fft_plans(&config);
     let app = match Application::build(config).await {
         Ok(app) => app,
         Err(e) => {

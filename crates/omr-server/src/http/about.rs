@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::Json;
 use omr_api::http::{
-    BatchIn, BatchPosted, BoardMessage, BoardPage, ErrorBody, MessageIn, Params, Posted,
+    BatchIn, BatchPosted, BoardMessage, BoardPage, ErrorBody, KeyStatus, MessageIn, Params, Posted,
 };
 use utoipa::OpenApi;
 
@@ -25,7 +25,8 @@ use crate::state::AppState;
         board::post_batch,
         board::get_messages,
         get_params,
-        crate::digests::get_digest
+        crate::digests::get_digest,
+        crate::status::get_key_status
     ),
     components(schemas(
         MessageIn,
@@ -35,6 +36,7 @@ use crate::state::AppState;
         BoardPage,
         BoardMessage,
         Params,
+        KeyStatus,
         ErrorBody
     ))
 )]

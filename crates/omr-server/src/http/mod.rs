@@ -1,4 +1,5 @@
-//! The HTTP API (axum): the public board, parameters, probes, metrics and the OpenAPI document.
+//! The HTTP API (axum): the public board, parameters, probes, metrics and the OpenAPI document,
+//! and the routes on a key (digests: `crate::digests`; status and long-poll: `crate::status`).
 //! This module builds the router and records latency; `board` posts and reads messages, `body`
 //! reads and validates request bodies, `probes` answers readiness and metrics, `about` serves
 //! the parameters and the OpenAPI document.
@@ -37,6 +38,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/messages/batch", post(board::post_batch))
         .route("/v1/params", get(about::get_params))
         .route("/v1/digests/{key_id}", get(crate::digests::get_digest))
+        .route(
+            "/v1/keys/{key_id}/status",
+            get(crate::status::get_key_status),
+        )
         .route("/openapi.json", get(about::openapi))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
@@ -55,12 +60,14 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
     resp
 }
 
-/// The route label of `path`: the route itself, `/v1/digests` for any key's digest, or `other`.
+/// The route label of `path`: the route itself, `/v1/digests` for any key's digest,
+/// `/v1/keys/status` for any key's status (long-polls included), or `other`.
 fn route_label(path: &str) -> String {
     match path {
         "/v1/messages" | "/v1/messages/batch" | "/v1/params" | "/livez" | "/readyz"
         | "/metrics" | "/openapi.json" => path.to_string(),
         r if r.starts_with("/v1/digests/") => "/v1/digests".to_string(),
+        r if r.starts_with("/v1/keys/") && r.ends_with("/status") => "/v1/keys/status".to_string(),
         _ => "other".to_string(),
     }
 }

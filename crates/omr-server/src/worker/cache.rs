@@ -1,16 +1,17 @@
-//! The expanded-key cache: detection keys fetched from the store and expanded on the rayon pool,
-//! at most `max_cached_keys` of them (the least recently used goes first), each beside the
-//! cursor and open accumulator of its key.
+//! The expanded-key cache: detection keys loaded by `KeyFiles` (their expanded file on local
+//! disk, or fetched from the store and expanded on the rayon pool), as many as fit in the
+//! worker's memory budget (`key_memory_bytes`), each beside the cursor and open accumulator of
+//! its key. Before a load, least recently used keys are evicted until the new one fits, keys of
+//! online recipients last; at least one key is always held, whatever the budget.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use omr_core::{Accumulator, CompressedDetectionKey, DetectionKey};
+use omr_core::{Accumulator, DetectionKey};
 use omr_store::ActiveKey;
 
-use super::pool::on_pool;
-use crate::config::Config;
+use super::key_files::KeyFiles;
 use crate::state::AppState;
 
 /// One key in memory.
@@ -19,22 +20,60 @@ pub(super) struct CachedKey {
     /// The open accumulator (ends at `cursor`), when it is known.
     pub(super) acc: Option<Accumulator>,
     pub(super) cursor: u64,
+    bytes: u64,
     used: Instant,
 }
 
 /// Expanded keys by key id.
 pub(super) struct KeyCache {
     keys: HashMap<String, CachedKey>,
-    capacity: usize,
+    budget: u64,
+    max_count: usize,
+    /// The largest key loaded so far: what the next load is expected to take.
+    key_bytes: u64,
+    /// Mean seconds per load (exponentially weighted), once one happened.
+    load_secs: Option<f64>,
+    files: KeyFiles,
 }
 
 impl KeyCache {
-    /// An empty cache of `max_cached_keys` keys (at least one).
-    pub(super) fn new(config: &Config) -> Self {
+    /// An empty cache with the configured budget, loading through the expanded-key files under
+    /// `data_dir`.
+    pub(super) fn new(state: &AppState) -> Self {
+        let config = &state.config;
         Self {
             keys: HashMap::new(),
-            capacity: config.max_cached_keys.max(1),
+            budget: config.key_memory_budget(),
+            max_count: config.max_cached_keys.unwrap_or(usize::MAX).max(1),
+            key_bytes: 0,
+            load_secs: None,
+            files: KeyFiles::open(config, &state.metrics),
         }
+    }
+
+    /// The memory budget in bytes.
+    pub(super) fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// Bytes held by the cached keys.
+    pub(super) fn used_bytes(&self) -> u64 {
+        self.keys.values().map(|c| c.bytes).sum()
+    }
+
+    /// Keys in memory.
+    pub(super) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Mean seconds one load took, if any happened.
+    pub(super) fn load_secs(&self) -> Option<f64> {
+        self.load_secs
+    }
+
+    /// Whether `key_id` is in memory.
+    pub(super) fn contains(&self, key_id: &str) -> bool {
+        self.keys.contains_key(key_id)
     }
 
     /// The cursor cached for `key_id`, if it is cached.
@@ -42,22 +81,33 @@ impl KeyCache {
         self.keys.get(key_id).map(|c| c.cursor)
     }
 
-    /// `key`'s entry, loading and expanding the key first if it is not cached; marks it used.
+    /// `key`'s entry, loading and expanding the key first if it is not cached (after evicting
+    /// what must go, never a key in `pinned` while another can go); marks it used.
     pub(super) async fn load(
         &mut self,
         state: &AppState,
         pool: &rayon::ThreadPool,
         key: &ActiveKey,
+        pinned: &HashSet<String>,
     ) -> anyhow::Result<&mut CachedKey> {
         if !self.keys.contains_key(&key.key_id) {
-            self.make_room();
-            let dk = expand(state, pool, &key.key_id).await?;
+            self.make_room(pinned);
+            let started = Instant::now();
+            let (dk, _source) = self
+                .files
+                .load(&state.store, state.params, pool, &key.key_id)
+                .await?;
+            let secs = started.elapsed().as_secs_f64();
+            self.load_secs = Some(self.load_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
+            let bytes = dk.memory_bytes() as u64;
+            self.key_bytes = self.key_bytes.max(bytes);
             self.keys.insert(
                 key.key_id.clone(),
                 CachedKey {
-                    dk: Arc::new(dk),
+                    dk,
                     acc: None,
                     cursor: key.cursor,
+                    bytes,
                     used: Instant::now(),
                 },
             );
@@ -83,38 +133,22 @@ impl KeyCache {
             .retain(|id, _| keys.iter().any(|k| &k.key_id == id));
     }
 
-    /// Evict the least recently used key when the cache is full.
-    fn make_room(&mut self) {
-        if self.keys.len() < self.capacity {
-            return;
-        }
-        if let Some(old) = self
-            .keys
-            .iter()
-            .min_by_key(|(_, c)| c.used)
-            .map(|(k, _)| k.clone())
-        {
-            self.keys.remove(&old);
+    /// Whether one more key fits without evicting one.
+    pub(super) fn has_room(&self) -> bool {
+        self.keys.len() < self.max_count && self.used_bytes() + self.key_bytes <= self.budget
+    }
+
+    /// Evict least recently used keys, unpinned ones first, until one more key fits.
+    fn make_room(&mut self, pinned: &HashSet<String>) {
+        while !self.keys.is_empty() && !self.has_room() {
+            let victim = self
+                .keys
+                .iter()
+                .min_by_key(|(id, c)| (pinned.contains(*id), c.used))
+                .map(|(k, _)| k.clone())
+                .expect("not empty");
+            tracing::debug!(key_id = %victim, "evicting expanded key to make room");
+            self.keys.remove(&victim);
         }
     }
-}
-
-/// Fetch `key_id`'s stored bytes and expand them on `pool`.
-async fn expand(
-    state: &AppState,
-    pool: &rayon::ThreadPool,
-    key_id: &str,
-) -> anyhow::Result<DetectionKey> {
-    let bytes = state
-        .store
-        .key_bytes(key_id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("key {} has no stored bytes", key_id))?;
-    let started = Instant::now();
-    let dk = on_pool(pool, move || {
-        CompressedDetectionKey::from_bytes(&bytes).map(|k| k.expand())
-    })
-    .await??;
-    tracing::info!(key_id = %key_id, ms = started.elapsed().as_millis() as u64, memory_bytes = dk.memory_bytes(), "detection key expanded");
-    Ok(dk)
 }

@@ -1,25 +1,32 @@
-//! The detection worker: for every registered key, detect each board message after the key's
+//! The detection worker: for every key it leases, detect each board message after the key's
 //! cursor, in index order, fold it into the key's accumulator for the current epoch, and commit
 //! accumulator and cursor together in one transaction (compare-and-set on the cursor), so a
 //! crash loses nothing and folds nothing twice. CPU work runs on a bounded rayon pool; the async
-//! runtime only waits for it. Keys are served round-robin, one batch each per round, so a key
-//! with a long backlog does not starve the others.
+//! runtime only waits for it. A worker serves every key it leases, however few fit in its memory
+//! budget, by time-sharing them (the policy is in `schedule`).
 //!
 //! This module is the loop; each concern it calls on has a module of its own: `schedule` (which
-//! keys, in what order), `leases` (taking, renewing and releasing them), `cache` (expanded
-//! keys), `step` (one batch for one key), `pool` (the rayon pool), `supervise` (restarting the
-//! loop when it fails), `retention`.
+//! key next), `turn` (serving one key until it yields), `leases` (taking, renewing and releasing
+//! them), `cache` (expanded keys within the memory budget), `key_files` (loading them: expanded
+//! files on local disk, or the store; `key_dir`, the files' directory), `step` (one batch for one
+//! key), `pool` (the rayon pool), `publish` (what it does, for GetKeyStatus), `supervise`
+//! (restarting the loop when it fails), `retention`.
 
 mod cache;
+mod key_dir;
+pub mod key_files;
 mod leases;
 mod pool;
+mod publish;
 mod retention;
 mod schedule;
 mod step;
 mod supervise;
+mod turn;
 
+use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use omr_store::ActiveKey;
 use tokio::task::JoinHandle;
@@ -29,16 +36,30 @@ use crate::state::AppState;
 
 use cache::KeyCache;
 use leases::Leases;
+use schedule::{KeyView, Pick, Policy, Queue};
 
 pub use retention::retention;
 
-/// What the worker loop holds from one round to the next.
+/// What the worker loop holds from one turn to the next.
 struct Worker {
     state: Arc<AppState>,
     pool: Arc<rayon::ThreadPool>,
     cache: KeyCache,
     leases: Leases,
+    queue: Queue,
     poll: Duration,
+    /// Mean wall seconds per detected message on the whole pool (exponentially weighted).
+    per_message_secs: Option<f64>,
+    published: publish::Published,
+}
+
+/// This worker's keys as one turn's decision sees them.
+struct Plan {
+    head: u64,
+    keys: Vec<ActiveKey>,
+    views: Vec<KeyView>,
+    /// Keys of online recipients (pinned in memory).
+    online: HashSet<String>,
 }
 
 /// The worker, supervised: the loop runs until `cancel` fires (after finishing the batch in
@@ -49,6 +70,7 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
     tracing::info!(
         threads = pool.current_num_threads(),
         worker_id = %owner,
+        key_memory_bytes = state.config.key_memory_budget(),
         "detection worker started"
     );
     let listener = spawn_board_listener(&state, &cancel);
@@ -83,37 +105,131 @@ fn spawn_board_listener(state: &AppState, cancel: &CancellationToken) -> JoinHan
 
 impl Worker {
     fn new(state: Arc<AppState>, pool: Arc<rayon::ThreadPool>, owner: String) -> Self {
-        let cache = KeyCache::new(&state.config);
+        let cache = KeyCache::new(&state);
         let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
         let leases = Leases::new(&state, owner);
+        state
+            .metrics
+            .detection
+            .key_memory_budget_bytes
+            .set(cache.budget() as i64);
         Self {
             state,
             pool,
             cache,
             leases,
+            queue: Queue::default(),
             poll,
+            per_message_secs: None,
+            published: publish::Published::new(),
         }
     }
 
-    /// Serve round after round until `cancel` fires; wait for new messages when a round folded
-    /// none, and retry after `poll` when a round could not start.
+    /// Turn after turn until `cancel` fires: pick the next key and serve it, or wait for new
+    /// messages (or a deferred key's deadline) when none is worth serving; retry after `poll`
+    /// when the store fails.
     async fn serve_until(&mut self, cancel: &CancellationToken) {
         while !cancel.is_cancelled() {
-            let planned = self.plan_round().await;
+            let planned = self.plan().await;
             self.state.worker_health.round_planned(planned.is_some());
-            let Some(keys) = planned else {
+            let Some(plan) = planned else {
                 if self.pause(cancel).await {
                     continue;
                 }
                 break;
             };
-            let head = self.state.store.board_head().await.unwrap_or(0);
-            let progressed = self.serve_round(&keys, cancel).await;
-            self.report_lag(&keys, head);
-            if !progressed && !self.wait_for_work(cancel).await {
-                break;
+            let pick = self
+                .queue
+                .pick(&plan.views, plan.head, self.policy(), Instant::now());
+            match pick {
+                Pick::Serve { key_id, online } => {
+                    self.publish(&plan, Some(&key_id)).await;
+                    // A failing key goes to the back of the queue; pause so that a key that
+                    // fails every time does not spin the loop.
+                    if !self.serve_turn(&plan, &key_id, online, cancel).await
+                        && !self.pause(cancel).await
+                    {
+                        break;
+                    }
+                }
+                Pick::Idle { until } => {
+                    self.publish(&plan, None).await;
+                    if !self.wait_for_work(until, cancel).await {
+                        break;
+                    }
+                }
             }
         }
+    }
+
+    /// The policy's tunables from what was measured so far (before any measurement: a load
+    /// costs 2 s and a message 0.1 s, the slow end of omr-v1 on 2 cores).
+    fn policy(&self) -> Policy {
+        let max_wait = Duration::from_secs(self.state.config.key_max_wait_secs);
+        let load = self.cache.load_secs().unwrap_or(2.0);
+        let mut policy = Policy::new(load, self.per_message_secs.unwrap_or(0.1), max_wait);
+        policy.room = self.cache.has_room();
+        self.state
+            .metrics
+            .detection
+            .min_load_batch
+            .set(policy.min_batch as i64);
+        policy
+    }
+
+    /// Renew the leases, list this worker's keys with the board head, drop cached keys no
+    /// longer held, and update the queue and metrics; `None` (logged) when the store fails.
+    async fn plan(&mut self) -> Option<Plan> {
+        if let Err(e) = self.leases.renew(&self.state).await {
+            tracing::error!(error = %e, "renewing leases failed; retrying");
+            return None;
+        }
+        let listed = async {
+            let keys = self.state.store.active_keys().await?;
+            let head = self.state.store.board_head().await?;
+            Ok::<_, omr_store::StoreError>((keys, head))
+        };
+        let (all, head) = match listed.await {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(error = %e, "listing keys failed; retrying");
+                return None;
+            }
+        };
+        self.state.metrics.active_keys.set(all.len() as i64);
+        let keys: Vec<ActiveKey> = all
+            .into_iter()
+            .filter(|k| self.leases.holds(&k.key_id))
+            .collect();
+        self.cache.retain_only(&keys);
+        let now_ms = crate::presence::now_ms();
+        let online: HashSet<String> = keys
+            .iter()
+            .filter(|k| crate::presence::is_online(&self.state.config, k, now_ms))
+            .map(|k| k.key_id.clone())
+            .collect();
+        let views = keys
+            .iter()
+            .map(|k| KeyView {
+                key_id: k.key_id.clone(),
+                cursor: self
+                    .cache
+                    .cursor(&k.key_id)
+                    .unwrap_or(k.cursor)
+                    .max(k.cursor),
+                online: online.contains(&k.key_id),
+                cached: self.cache.contains(&k.key_id),
+            })
+            .collect::<Vec<_>>();
+        self.queue.observe(&views, head, Instant::now());
+        let plan = Plan {
+            head,
+            keys,
+            views,
+            online,
+        };
+        self.report(&plan);
+        Some(plan)
     }
 
     /// Sleep for `poll`; false when `cancel` fired first.
@@ -121,29 +237,32 @@ impl Worker {
         tokio::select! { _ = tokio::time::sleep(self.poll) => true, _ = cancel.cancelled() => false }
     }
 
-    /// Wait for a board commit or `poll`, whichever comes first; false when `cancel` fired.
-    async fn wait_for_work(&self, cancel: &CancellationToken) -> bool {
+    /// Wait for a board commit, `until` or `poll`, whichever comes first; false when `cancel`
+    /// fired.
+    async fn wait_for_work(&self, until: Option<Instant>, cancel: &CancellationToken) -> bool {
+        let wait = until.map_or(self.poll, |u| {
+            u.saturating_duration_since(Instant::now()).min(self.poll)
+        });
         tokio::select! {
             _ = self.state.board_notify.notified() => true,
-            _ = tokio::time::sleep(self.poll) => true,
+            _ = tokio::time::sleep(wait) => true,
             _ = cancel.cancelled() => false,
         }
     }
 
-    /// Set each key's lag behind `head` (the board head when the round began) and the largest.
-    fn report_lag(&self, keys: &[ActiveKey], head: u64) {
-        let metrics = &self.state.metrics;
-        let mut max_lag = 0;
-        metrics.key_lag.reset();
-        for key in keys {
-            let cursor = self.cache.cursor(&key.key_id).unwrap_or(key.cursor);
-            let lag = head.saturating_sub(cursor.min(head));
-            metrics
-                .key_lag
-                .with_label_values(&[key.key_id.as_str()])
-                .set(lag as i64);
-            max_lag = max_lag.max(lag);
+    /// Per-key lag of this worker's keys, and what it holds and what waits.
+    fn report(&self, plan: &Plan) {
+        let m = &self.state.metrics.detection;
+        m.key_lag.reset();
+        for v in &plan.views {
+            m.key_lag
+                .with_label_values(&[v.key_id.as_str()])
+                .set(plan.head.saturating_sub(v.cursor) as i64);
         }
-        metrics.max_lag.set(max_lag as i64);
+        let waiting = plan.views.iter().filter(|v| v.cursor < plan.head).count();
+        m.keys_waiting.set(waiting as i64);
+        m.keys_online.set(plan.online.len() as i64);
+        m.keys_loaded.set(self.cache.len() as i64);
+        m.key_memory_bytes.set(self.cache.used_bytes() as i64);
     }
 }

@@ -1,72 +1,328 @@
-//! The scheduling policy: which keys this worker serves and in what order. It serves the keys
-//! it leases (its share of the fleet's) among the registered keys round-robin, in
-//! the store's order, one batch each per round, so a key with a long backlog does not starve
-//! the others.
+//! The scheduling policy: which of the keys this worker leases it serves next. A worker serves
+//! every key it leases, however few fit in its memory budget, by time-sharing them:
+//!
+//! 1. **Online keys first.** A key whose recipient was seen recently (`online_secs`) and that has
+//!    messages to detect is served before any other, loaded at once if it is not in memory
+//!    (evicting an offline key), and worked until caught up. While any online key exists, other
+//!    keys are served in chunks of one message per detection thread, so an online recipient's new
+//!    message waits for at most one detection before its own starts.
+//! 2. **Then oldest-waiting first.** Every key with a backlog has a place in one queue, ordered by
+//!    when it started waiting (or last yielded). The first key in the queue is served, unless it
+//!    is not in memory, memory is full (loading it evicts another key) and loading it would not
+//!    pay yet: its backlog is below `min_batch` (the
+//!    batch that makes the load ≤ 5% of the detection it enables, from measured load and
+//!    detection times) and it has waited less than `key_max_wait_secs`. Such a key is deferred
+//!    (it collects messages) and the next one is considered.
+//! 3. **A served key works off its backlog in large batches**, committing every `detect_batch`
+//!    messages, and yields at the first epoch boundary once it has detected at least `min_batch`
+//!    messages in this turn (or when an online key needs the worker); then it goes to the back
+//!    of the queue.
+//!
+//! The bound: a message for a key waits at most `key_max_wait_secs` to be picked up plus the
+//! turns of the keys ahead of it in the queue, each at most one epoch of messages (or its
+//! backlog) plus one key load, as long as the detection work fits the CPU. The policy is pure
+//! (no I/O) so that it is tested here on its own.
 
-use omr_store::{ActiveKey, StoreError};
-use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
-use super::leases::Leases;
-use super::{step, Worker};
-use crate::state::AppState;
+/// The share of detection time key loads may take: a key not in memory is loaded for a batch of
+/// at least `load / (LOAD_SHARE × per-message detection)` messages (before `key_max_wait_secs`).
+pub(super) const LOAD_SHARE: f64 = 0.05;
 
-/// The registered keys this worker holds, in the order a round serves them.
-async fn keys_to_serve(state: &AppState, leases: &Leases) -> Result<Vec<ActiveKey>, StoreError> {
-    let keys = state.store.active_keys().await?;
-    // All registered keys (what the fleet must serve), then the ones held here.
-    state.metrics.active_keys.set(keys.len() as i64);
-    Ok(keys
-        .into_iter()
-        .filter(|k| leases.holds(&k.key_id))
-        .collect())
+/// A leased key as the policy sees it.
+#[derive(Debug, Clone)]
+pub(super) struct KeyView {
+    pub(super) key_id: String,
+    /// Next board index to detect.
+    pub(super) cursor: u64,
+    /// Its recipient was seen within `online_secs`.
+    pub(super) online: bool,
+    /// Its expanded key is in this worker's memory.
+    pub(super) cached: bool,
 }
 
-impl Worker {
-    /// Renew the leases and list this round's keys, dropping cached keys no longer among them;
-    /// `None` (logged) when the store fails.
-    pub(super) async fn plan_round(&mut self) -> Option<Vec<ActiveKey>> {
-        if let Err(e) = self.leases.renew(&self.state).await {
-            tracing::error!(error = %e, "renewing leases failed; retrying");
-            return None;
-        }
-        let keys = match keys_to_serve(&self.state, &self.leases).await {
-            Ok(keys) => keys,
-            Err(e) => {
-                tracing::error!(error = %e, "listing keys failed; retrying");
-                return None;
-            }
+/// What the worker should do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Pick {
+    /// Serve this key now.
+    Serve { key_id: String, online: bool },
+    /// Nothing worth doing now: wait for new messages, or until `until` (when a deferred key's
+    /// wait runs out).
+    Idle { until: Option<Instant> },
+}
+
+/// The queue of waiting keys: when each key with a backlog started waiting.
+#[derive(Debug, Default)]
+pub(super) struct Queue {
+    waiting_since: HashMap<String, Instant>,
+}
+
+/// The policy's tunables for one decision.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Policy {
+    /// Smallest backlog worth loading a key for.
+    pub(super) min_batch: u64,
+    /// Longest a key not in memory is deferred.
+    pub(super) max_wait: Duration,
+    /// Whether one more key fits in memory without evicting one.
+    pub(super) room: bool,
+}
+
+impl Policy {
+    /// `min_batch` from the measured mean load time and per-message detection time.
+    pub(super) fn new(load_secs: f64, per_message_secs: f64, max_wait: Duration) -> Self {
+        let min_batch = if per_message_secs > 0.0 {
+            (load_secs / (LOAD_SHARE * per_message_secs))
+                .ceil()
+                .max(1.0) as u64
+        } else {
+            1
         };
-        self.cache.retain_only(&keys);
-        Some(keys)
+        Policy {
+            min_batch,
+            max_wait,
+            room: false,
+        }
+    }
+}
+
+impl Queue {
+    /// Start the clock of every key that has fallen behind `head` and stop that of every key
+    /// that caught up or is gone.
+    pub(super) fn observe(&mut self, keys: &[KeyView], head: u64, now: Instant) {
+        self.waiting_since
+            .retain(|id, _| keys.iter().any(|k| &k.key_id == id && k.cursor < head));
+        for k in keys.iter().filter(|k| k.cursor < head) {
+            self.waiting_since.entry(k.key_id.clone()).or_insert(now);
+        }
     }
 
-    /// One batch for each of `keys` in order, renewing the leases when the round runs long and
-    /// skipping keys lost meanwhile; whether any batch folded messages.
-    pub(super) async fn serve_round(
-        &mut self,
-        keys: &[ActiveKey],
-        cancel: &CancellationToken,
-    ) -> bool {
-        let mut progressed = false;
-        for key in keys {
-            if cancel.is_cancelled() {
-                break;
+    /// Send `key_id` to the back of the queue (it had its turn and still has a backlog).
+    pub(super) fn requeue(&mut self, key_id: &str, now: Instant) {
+        if let Some(t) = self.waiting_since.get_mut(key_id) {
+            *t = now;
+        }
+    }
+
+    /// How long `key_id` has been waiting, if it is.
+    pub(super) fn waited(&self, key_id: &str, now: Instant) -> Option<Duration> {
+        self.waiting_since
+            .get(key_id)
+            .map(|t| now.saturating_duration_since(*t))
+    }
+
+    /// The keys with a backlog, first to be served first (online ones, then oldest waiting).
+    pub(super) fn order<'a>(&self, keys: &'a [KeyView], head: u64) -> Vec<&'a KeyView> {
+        let mut waiting: Vec<&KeyView> = keys.iter().filter(|k| k.cursor < head).collect();
+        waiting.sort_by_key(|k| {
+            let since = self.waiting_since.get(&k.key_id).copied();
+            (!k.online, since, k.key_id.clone())
+        });
+        waiting
+    }
+
+    /// The next key to serve among `keys` (this worker's leased keys) with the board at `head`.
+    pub(super) fn pick(&self, keys: &[KeyView], head: u64, policy: Policy, now: Instant) -> Pick {
+        let mut until: Option<Instant> = None;
+        for k in self.order(keys, head) {
+            let waited = self.waited(&k.key_id, now).unwrap_or_default();
+            if k.online || k.cached || policy.room || head - k.cursor >= policy.min_batch {
+                return Pick::Serve {
+                    key_id: k.key_id.clone(),
+                    online: k.online,
+                };
             }
-            self.leases.renew_if_due(&self.state).await;
-            if !self.leases.holds(&key.key_id) {
-                continue;
+            if waited >= policy.max_wait {
+                return Pick::Serve {
+                    key_id: k.key_id.clone(),
+                    online: false,
+                };
             }
-            let span =
-                tracing::info_span!("detect_batch", key_id = %key.key_id, cursor = key.cursor);
-            let batch = step::step(&self.state, &self.pool, &mut self.cache, key);
-            match batch.instrument(span).await {
-                Ok(n) => progressed |= n > 0,
-                Err(e) => {
-                    tracing::error!(key_id = %key.key_id, error = %e, "detection step failed")
-                }
+            let due = now + (policy.max_wait - waited);
+            until = Some(until.map_or(due, |u| u.min(due)));
+        }
+        Pick::Idle { until }
+    }
+}
+
+/// Rough times to catch up: what one message and one key load cost on this worker.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Costs {
+    pub(super) per_message: Duration,
+    pub(super) load: Duration,
+}
+
+impl Queue {
+    /// For every key with a backlog, roughly how long from `now` until it is caught up if the
+    /// queue is served in order and no new message arrives: the work of the keys ahead of it
+    /// (their backlogs and loads), then its own; a deferred key starts no earlier than its wait
+    /// runs out.
+    pub(super) fn estimates(
+        &self,
+        keys: &[KeyView],
+        head: u64,
+        policy: Policy,
+        costs: Costs,
+        now: Instant,
+    ) -> Vec<(String, Duration)> {
+        let mut busy = Duration::ZERO;
+        let mut out = Vec::new();
+        for k in self.order(keys, head) {
+            let load = if k.cached { Duration::ZERO } else { costs.load };
+            let own = load + costs.per_message * (head - k.cursor).min(u32::MAX as u64) as u32;
+            let deferred =
+                !(k.online || k.cached || policy.room) && head - k.cursor < policy.min_batch;
+            if deferred {
+                let waited = self.waited(&k.key_id, now).unwrap_or_default();
+                let start = busy.max(policy.max_wait.saturating_sub(waited));
+                out.push((k.key_id.clone(), start + own));
+            } else {
+                busy += own;
+                out.push((k.key_id.clone(), busy));
             }
         }
-        progressed
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: &str, cursor: u64, online: bool, cached: bool) -> KeyView {
+        KeyView {
+            key_id: id.into(),
+            cursor,
+            online,
+            cached,
+        }
+    }
+
+    fn policy(min_batch: u64) -> Policy {
+        Policy {
+            min_batch,
+            max_wait: Duration::from_secs(60),
+            room: false,
+        }
+    }
+
+    fn serve(id: &str, online: bool) -> Pick {
+        Pick::Serve {
+            key_id: id.into(),
+            online,
+        }
+    }
+
+    #[test]
+    fn an_online_key_goes_before_keys_that_waited_longer() {
+        let t0 = Instant::now();
+        let mut q = Queue::default();
+        let mut keys = vec![key("a", 0, false, true), key("b", 10, false, true)];
+        q.observe(&keys, 10, t0);
+        keys.push(key("c", 10, true, false));
+        q.observe(&keys, 11, t0 + Duration::from_secs(5));
+        assert_eq!(
+            q.pick(&keys, 11, policy(100), t0 + Duration::from_secs(5)),
+            serve("c", true)
+        );
+    }
+
+    #[test]
+    fn oldest_waiting_first_and_a_served_key_goes_to_the_back() {
+        let t0 = Instant::now();
+        let mut q = Queue::default();
+        let keys = vec![key("a", 5, false, true), key("b", 0, false, true)];
+        q.observe(&keys[1..], 10, t0);
+        q.observe(&keys, 10, t0 + Duration::from_secs(1));
+        let now = t0 + Duration::from_secs(2);
+        assert_eq!(q.pick(&keys, 10, policy(1), now), serve("b", false));
+        q.requeue("b", now);
+        assert_eq!(q.pick(&keys, 10, policy(1), now), serve("a", false));
+    }
+
+    #[test]
+    fn a_key_not_in_memory_is_deferred_until_its_batch_pays_or_its_wait_runs_out() {
+        let t0 = Instant::now();
+        let mut q = Queue::default();
+        let keys = vec![key("a", 90, false, false)];
+        q.observe(&keys, 100, t0);
+        let later = t0 + Duration::from_secs(20);
+        assert_eq!(
+            q.pick(&keys, 100, policy(50), later),
+            Pick::Idle {
+                until: Some(t0 + Duration::from_secs(60))
+            }
+        );
+        // The backlog grew past the batch that pays for the load.
+        assert_eq!(q.pick(&keys, 140, policy(50), later), serve("a", false));
+        // Or the wait ran out.
+        let timeout = t0 + Duration::from_secs(60);
+        assert_eq!(q.pick(&keys, 100, policy(50), timeout), serve("a", false));
+        // Or memory has room: loading it evicts nobody.
+        let room = Policy {
+            room: true,
+            ..policy(50)
+        };
+        assert_eq!(q.pick(&keys, 100, room, later), serve("a", false));
+    }
+
+    #[test]
+    fn a_deferred_key_does_not_block_a_cached_one_behind_it() {
+        let t0 = Instant::now();
+        let mut q = Queue::default();
+        let keys = vec![key("cold", 90, false, false), key("warm", 99, false, true)];
+        q.observe(&keys[..1], 100, t0);
+        q.observe(&keys, 100, t0 + Duration::from_secs(1));
+        assert_eq!(
+            q.pick(&keys, 100, policy(50), t0 + Duration::from_secs(2)),
+            serve("warm", false)
+        );
+    }
+
+    #[test]
+    fn caught_up_keys_leave_the_queue() {
+        let t0 = Instant::now();
+        let mut q = Queue::default();
+        let keys = vec![key("a", 3, false, true)];
+        q.observe(&keys, 10, t0);
+        assert!(q.waited("a", t0).is_some());
+        q.observe(&[key("a", 10, false, true)], 10, t0);
+        assert_eq!(q.waited("a", t0), None);
+        assert_eq!(
+            q.pick(&[key("a", 10, false, true)], 10, policy(1), t0),
+            Pick::Idle { until: None }
+        );
+    }
+
+    #[test]
+    fn estimates_add_up_the_work_ahead_and_deferred_keys_wait_their_deadline() {
+        let t0 = Instant::now();
+        let mut q = Queue::default();
+        let keys = vec![
+            key("first", 90, false, true),
+            key("second", 95, false, false),
+            key("deferred", 99, false, false),
+        ];
+        q.observe(&keys[..1], 100, t0);
+        q.observe(&keys[..2], 100, t0 + Duration::from_secs(1));
+        q.observe(&keys, 100, t0 + Duration::from_secs(2));
+        let costs = Costs {
+            per_message: Duration::from_secs(1),
+            load: Duration::from_secs(3),
+        };
+        let got = q.estimates(&keys, 100, policy(5), costs, t0 + Duration::from_secs(2));
+        let secs: Vec<(&str, u64)> = got.iter().map(|(k, d)| (k.as_str(), d.as_secs())).collect();
+        // first: 10 messages; second: 10 + a load and 5 messages; deferred: its wait runs out
+        // 60 s after it started waiting (now), then a load and 1 message.
+        assert_eq!(secs, vec![("first", 10), ("second", 18), ("deferred", 64)]);
+    }
+
+    #[test]
+    fn min_batch_makes_loads_a_small_share_of_detection() {
+        // A 0.3 s load and 50 ms per message: 0.3 / (0.05 × 0.05) = 120 messages.
+        let p = Policy::new(0.3, 0.05, Duration::from_secs(60));
+        assert_eq!(p.min_batch, 120);
+        assert_eq!(Policy::new(0.3, 0.0, Duration::ZERO).min_batch, 1);
     }
 }

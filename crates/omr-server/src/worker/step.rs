@@ -1,6 +1,7 @@
 //! One batch for one key: read the messages after its cursor, pick or resume its accumulator,
 //! detect on the rayon pool, fold, and commit accumulator and cursor with a compare-and-set.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,24 +13,39 @@ use super::cache::{CachedKey, KeyCache};
 use super::pool::on_pool;
 use crate::state::AppState;
 
-/// Detect and commit one batch for `key`; returns how many messages were folded.
+/// What one batch did.
+pub(super) struct Batch {
+    /// Messages detected, folded and committed (0: nothing to do, or the cursor moved).
+    pub(super) count: usize,
+    /// Seconds the pool spent detecting and folding them.
+    pub(super) seconds: f64,
+}
+
+/// Detect and commit one batch of at most `limit` messages for `key`, loading the key first if
+/// it is not in memory (without evicting a key in `pinned` while another can go).
 pub(super) async fn step(
     state: &AppState,
     pool: &rayon::ThreadPool,
     cache: &mut KeyCache,
     key: &ActiveKey,
-) -> anyhow::Result<usize> {
+    limit: usize,
+    pinned: &HashSet<String>,
+) -> anyhow::Result<Batch> {
+    let nothing = Batch {
+        count: 0,
+        seconds: 0.0,
+    };
     let epoch = state.config.epoch_len.clamp(1, state.params.max_range);
     // Cheap check first: anything to do?
     let cursor = match cache.cursor(&key.key_id) {
         Some(c) if c >= key.cursor => c,
         _ => key.cursor,
     };
-    let messages = read_batch(state, cursor, epoch).await?;
+    let messages = read_batch(state, cursor, epoch, limit).await?;
     if messages.is_empty() {
-        return Ok(0);
+        return Ok(nothing);
     }
-    let (dk, open) = checkout(state, pool, cache, key, cursor).await?;
+    let (dk, open) = checkout(state, pool, cache, key, cursor, pinned).await?;
     let acc = resume(state, key, &dk, open, cursor, epoch).await?;
     let count = messages.len();
     let started = Instant::now();
@@ -47,27 +63,30 @@ pub(super) async fn step(
         // Someone else moved this key (or it was deleted): forget local state.
         tracing::warn!(key_id = %key.key_id, cursor, "cursor moved underneath; reloading");
         cache.remove(&key.key_id);
-        return Ok(0);
+        return Ok(nothing);
     }
+    state.progress.publish(&key.key_id, folded.end()); // wakes calls waiting for this key
     state.metrics.detections.inc_by(count as u64);
     state.metrics.detect_batch_seconds.observe(detect_seconds);
     let entry = cache.get_mut(&key.key_id).expect("present");
     keep_open(entry, folded, epoch);
     tracing::debug!(key_id = %key.key_id, count, cursor = entry.cursor, "batch committed");
-    Ok(count)
+    Ok(Batch {
+        count,
+        seconds: detect_seconds,
+    })
 }
 
-/// The board messages from `cursor` on without a gap: at most `detect_batch`, and none past the
-/// end of `cursor`'s epoch.
+/// The board messages from `cursor` on without a gap: at most `limit`, and none past the end of
+/// `cursor`'s epoch.
 async fn read_batch(
     state: &AppState,
     cursor: u64,
     epoch: u64,
+    limit: usize,
 ) -> Result<Vec<StoredMessage>, StoreError> {
     let boundary = (cursor / epoch + 1) * epoch;
-    let limit = (state.config.detect_batch as u64)
-        .min(boundary - cursor)
-        .max(1) as u32;
+    let limit = (limit as u64).min(boundary - cursor).max(1) as u32;
     let messages = state.store.read(cursor, limit).await?;
     Ok(messages
         .into_iter()
@@ -85,8 +104,9 @@ async fn checkout(
     cache: &mut KeyCache,
     key: &ActiveKey,
     cursor: u64,
+    pinned: &HashSet<String>,
 ) -> anyhow::Result<(Arc<DetectionKey>, Option<Accumulator>)> {
-    let entry = cache.load(state, pool, key).await?;
+    let entry = cache.load(state, pool, key, pinned).await?;
     if entry.cursor != cursor {
         entry.acc = None;
         entry.cursor = cursor;

@@ -4,4 +4,5 @@
 mod binary;
 mod crash;
 mod fleet;
+mod key_files;
 mod telemetry;

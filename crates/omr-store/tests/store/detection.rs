@@ -68,6 +68,7 @@ async fn commit_progress_is_a_compare_and_set(db: &TestDb) {
             key_id: "k".to_string(),
             start_index: 0,
             cursor: 8,
+            last_seen_ms: None,
         }]
     );
 
@@ -153,11 +154,13 @@ async fn active_keys_list_the_oldest_registration_first(db: &TestDb) {
                 key_id: "b".to_string(),
                 start_index: 2,
                 cursor: 2,
+                last_seen_ms: None,
             },
             ActiveKey {
                 key_id: "a".to_string(),
                 start_index: 1,
                 cursor: 1,
+                last_seen_ms: None,
             },
         ]
     );

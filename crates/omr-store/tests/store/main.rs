@@ -7,4 +7,5 @@ mod detection;
 mod keys;
 mod leases;
 mod notify;
+mod presence;
 mod retention;

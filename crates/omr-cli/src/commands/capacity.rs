@@ -1,0 +1,332 @@
+//! `omr bench-capacity`: how one node serves many keys through a memory budget that holds few.
+//! An embedded omrd (SQLite in a temporary directory, the given budget), one online recipient
+//! (it fetches its digest every few seconds, as a client that is up does) and `--keys` keys in
+//! all, and a slow board (one message every `--interval-ms`). It reads every key's cursor from
+//! the store as it moves and reports:
+//! - freshness of the online recipient (post acknowledged → its cursor passed the message),
+//!   against the same node with that key alone ("one detection"): p50 and p95 and their ratios;
+//! - coverage of every other key (how long each message waited to be detected for it): p50,
+//!   p99 and max, and what was still waiting at the end;
+//! - the time spent loading keys against the time spent detecting.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use omr_client::{Client, Registration, StartAt};
+use omr_core::{KeySet, ParamSet};
+use rand::Rng;
+use serde_json::json;
+
+use crate::print_json;
+use crate::ui::{self, Ui};
+
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// Registered keys in all (one of them online).
+    #[arg(long, default_value_t = 50)]
+    keys: usize,
+    /// The worker's memory budget, in expanded keys.
+    #[arg(long, default_value_t = 4)]
+    memory_keys: u64,
+    /// Milliseconds between two messages on the board.
+    #[arg(long, default_value_t = 4000)]
+    interval_ms: u64,
+    /// Seconds of posting (then it waits for detection to catch up).
+    #[arg(long, default_value_t = 600)]
+    duration_secs: u64,
+    /// Messages timed with the online key alone ("one detection").
+    #[arg(long, default_value_t = 10)]
+    baseline_messages: usize,
+    /// key_max_wait_secs of the embedded omrd.
+    #[arg(long, default_value_t = 300)]
+    max_wait_secs: u64,
+    /// Distinct key sets generated (each registered keys/distinct times: detection costs the
+    /// same whoever the key belongs to, and keygen is slow).
+    #[arg(long, default_value_t = 5)]
+    distinct: usize,
+    /// Detection threads [default: one per core].
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Use the fast insecure-test parameter set (NOT secure; to try the benchmark quickly).
+    #[arg(long)]
+    insecure_test_params: bool,
+    /// Keep the embedded omrd's data directory here instead of a temporary one.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<std::path::PathBuf>,
+}
+
+/// When each board index was acknowledged.
+type Posted = Arc<Mutex<HashMap<u64, Instant>>>;
+
+/// Coverage latencies in seconds, per key.
+type Covered = Arc<Mutex<HashMap<String, Vec<f64>>>>;
+
+pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
+    let params: &'static ParamSet = if a.insecure_test_params {
+        &omr_core::INSECURE_TEST
+    } else {
+        &omr_core::OMR_V1
+    };
+    let distinct = a.distinct.clamp(1, a.keys.max(1));
+    let pb = ui.items("generating keys", distinct as u64, "");
+    let mut sets: Vec<KeySet> = Vec::new();
+    for _ in 0..distinct {
+        sets.push(tokio::task::spawn_blocking(move || omr_core::keygen(params, 4)).await??);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let key_bytes = {
+        let dk = sets[0].detection_key.clone();
+        tokio::task::spawn_blocking(move || dk.expand().memory_bytes() as u64).await?
+    };
+    let tmp = tempfile::tempdir().context("creating a temporary directory")?;
+    let data_dir = a
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| tmp.path().to_path_buf());
+    let config = omr_server::Config {
+        http_addr: "127.0.0.1:0".parse()?,
+        grpc_addr: "127.0.0.1:0".parse()?,
+        data_dir,
+        param_set: params.name.to_string(),
+        allow_insecure_params: params.insecure,
+        worker_threads: a.threads,
+        key_memory_bytes: a.memory_keys.max(1) * key_bytes + key_bytes / 2,
+        key_max_wait_secs: a.max_wait_secs,
+        max_keys: a.keys as u64 + 1,
+        ..Default::default()
+    };
+    let app = omr_server::Application::build(config).await?;
+    let store = app.store();
+    let client = Client::new(
+        &format!("http://{}", app.http_addr()),
+        &format!("http://{}", app.grpc_addr()),
+    )?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+
+    // The online recipient, alone: "one detection".
+    let online = register(&client, &sets[0]).await?;
+    let keep_online = spawn_online_client(client.clone(), online.clone());
+    let posted: Posted = Default::default();
+    let covered: Covered = Default::default();
+    let tracker = spawn_tracker(store.clone(), posted.clone(), covered.clone());
+    let pb = ui.items("timing one detection", a.baseline_messages as u64, "");
+    for _ in 0..a.baseline_messages {
+        let idx = post(&client, &sets, &posted).await?;
+        wait_covered(&store, &online.key_id, idx).await?;
+        pb.inc(1);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    pb.finish_and_clear();
+    let baseline = take(&covered, &online.key_id);
+
+    // The other keys, then the slow board.
+    let pb = ui.items("registering keys", a.keys.saturating_sub(1) as u64, "");
+    for i in 1..a.keys {
+        register(&client, &sets[i % distinct]).await?;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    covered.lock().expect("lock").clear();
+    let before = counters(&client).await?;
+    let started = Instant::now();
+    let total = a.duration_secs * 1000 / a.interval_ms.max(1);
+    let pb = ui.items("posting a slow board", total, "");
+    let mut tick = tokio::time::interval(Duration::from_millis(a.interval_ms.max(1)));
+    let mut first = None;
+    for _ in 0..total {
+        tick.tick().await;
+        let idx = post(&client, &sets, &posted).await?;
+        first.get_or_insert(idx);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let head = store.board_head().await?;
+    let drain = Duration::from_secs(2 * a.max_wait_secs + 300);
+    let pb = ui.items("waiting for every key to catch up", 1, "");
+    let drained = tokio::time::timeout(drain, async {
+        loop {
+            let keys = store.active_keys().await?;
+            if keys.iter().all(|k| k.cursor >= head) {
+                return Ok::<_, anyhow::Error>(());
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await
+    .is_ok();
+    pb.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let after = counters(&client).await?;
+    tracker.abort();
+    keep_online.abort();
+    let mut pending = 0u64;
+    for k in store.active_keys().await? {
+        pending += head.saturating_sub(k.cursor);
+    }
+    let _ = stop.send(());
+    server.await??;
+
+    let online_lat = take(&covered, &online.key_id);
+    let offline: Vec<f64> = covered
+        .lock()
+        .expect("lock")
+        .values()
+        .flatten()
+        .copied()
+        .collect();
+    let one = percentile(&baseline, 0.5);
+    let load_secs = after.0 - before.0;
+    let detect_secs = after.1 - before.1;
+    let report = json!({
+        "cpu": ui::cpu_name(),
+        "param_set": params.name,
+        "keys": a.keys,
+        "memory_keys": a.memory_keys,
+        "expanded_key_bytes": key_bytes,
+        "interval_ms": a.interval_ms,
+        "board_messages": head - first.unwrap_or(head),
+        "seconds": elapsed,
+        "one_detection_p50_s": one,
+        "one_detection_p95_s": percentile(&baseline, 0.95),
+        "online_p50_s": percentile(&online_lat, 0.5),
+        "online_p95_s": percentile(&online_lat, 0.95),
+        "online_p50_ratio": percentile(&online_lat, 0.5) / one,
+        "online_p95_ratio": percentile(&online_lat, 0.95) / one,
+        "offline_p50_s": percentile(&offline, 0.5),
+        "offline_p99_s": percentile(&offline, 0.99),
+        "offline_max_s": percentile(&offline, 1.0),
+        "offline_samples": offline.len(),
+        "caught_up": drained,
+        "pending_key_messages": pending,
+        "key_loads": after.2 - before.2,
+        "load_seconds": load_secs,
+        "detect_seconds": detect_secs,
+        "load_share": if detect_secs > 0.0 { load_secs / detect_secs } else { 0.0 },
+    });
+    if json_out {
+        print_json(&report);
+    } else {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
+    Ok(())
+}
+
+async fn register(client: &Client, keys: &KeySet) -> anyhow::Result<Registration> {
+    Ok(client
+        .register(&keys.detection_key.to_bytes(), StartAt::Now, None)
+        .await?)
+}
+
+/// Post one message to a random key set; remember when it was acknowledged.
+async fn post(client: &Client, sets: &[KeySet], posted: &Posted) -> anyhow::Result<u64> {
+    let to = rand::thread_rng().gen_range(0..sets.len());
+    let idx = client.send(&sets[to].clue_key, b"capacity").await?;
+    posted.lock().expect("lock").insert(idx, Instant::now());
+    Ok(idx)
+}
+
+/// A recipient that is up: fetches its digest every 5 s (which marks its key online).
+fn spawn_online_client(client: Client, reg: Registration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let _ = client.digest(&reg, None, None, None).await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    })
+}
+
+/// Read every key's cursor every 2 ms; record, for each index a cursor passed, how long after
+/// its post that was.
+fn spawn_tracker(
+    store: omr_store::Store,
+    posted: Posted,
+    covered: Covered,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut last: HashMap<String, u64> = HashMap::new();
+        loop {
+            if let Ok(keys) = store.active_keys().await {
+                let now = Instant::now();
+                let posted = posted.lock().expect("lock");
+                let mut covered = covered.lock().expect("lock");
+                for k in keys {
+                    let from = *last.get(&k.key_id).unwrap_or(&k.start_index);
+                    for idx in from..k.cursor {
+                        if let Some(t) = posted.get(&idx) {
+                            let lat = now.duration_since(*t).as_secs_f64();
+                            covered.entry(k.key_id.clone()).or_default().push(lat);
+                        }
+                    }
+                    last.insert(k.key_id, k.cursor);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+}
+
+/// Wait until `key_id`'s cursor passed `idx`.
+async fn wait_covered(store: &omr_store::Store, key_id: &str, idx: u64) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while store.cursor(key_id).await?.unwrap_or(0) <= idx {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "message {idx} not detected in 10 min"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(())
+}
+
+/// The coverage latencies recorded for `key_id`, removed.
+fn take(covered: &Covered, key_id: &str) -> Vec<f64> {
+    covered
+        .lock()
+        .expect("lock")
+        .remove(key_id)
+        .unwrap_or_default()
+}
+
+/// (key load seconds, detection seconds, key loads) from `/metrics`.
+async fn counters(client: &Client) -> anyhow::Result<(f64, f64, f64)> {
+    let text = reqwest::get(format!("{}/metrics", client.http_url()))
+        .await?
+        .text()
+        .await?;
+    // Summed over label sets (the key load histogram has one per source).
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .filter_map(|l| {
+                l[name.len()..]
+                    .rsplit(' ')
+                    .next()?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .sum()
+    };
+    Ok((
+        value("omr_key_load_seconds_sum"),
+        value("omr_detect_seconds_total"),
+        value("omr_key_load_seconds_count"),
+    ))
+}
+
+/// The `q`-quantile of `v` (0 when empty).
+fn percentile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}

@@ -1,0 +1,68 @@
+//! Waiting for a key's next detected messages: one long-poll over HTTP
+//! ([`Client::wait_for_progress`]) or a stream of statuses over gRPC ([`Client::watch_status`]).
+//! While either waits, the server counts the recipient as online and schedules its key first.
+
+use std::time::Duration;
+
+use futures::{Stream, StreamExt as _};
+use omr_api::http::{KeyStatus, MAX_WAIT_SECS};
+use omr_proto::v1::WatchKeyStatusRequest;
+
+use super::Client;
+use crate::error::Result;
+use crate::keydir::Registration;
+
+impl Client {
+    /// Wait until the server has detected past board index `past` for the key (its cursor is
+    /// greater than `past`), or `timeout` passes (the server waits at most 60 s: a longer
+    /// timeout is cut to that), and return the key's status then. Compare the returned cursor
+    /// with `past` to tell which happened. `GET /v1/keys/{key_id}/status?wait_past=…`.
+    pub async fn wait_for_progress(
+        &self,
+        reg: &Registration,
+        past: u64,
+        timeout: Duration,
+    ) -> Result<KeyStatus> {
+        let secs = timeout.as_secs().min(MAX_WAIT_SECS);
+        // The server answers after `secs` at the latest: allow that on top of a normal request.
+        let deadline = Duration::from_secs(secs) + self.options.request_timeout;
+        self.retrying(|| async {
+            let req = self
+                .http
+                .get(self.url(&format!("/v1/keys/{}/status", reg.key_id)))
+                .query(&[("wait_past", past), ("timeout_secs", secs)])
+                .timeout(deadline)
+                .bearer_auth(&reg.access_token);
+            let r = self.http_send(req).await?;
+            let r = self.http_check(r, &reg.key_id).await?;
+            r.json().await.map_err(|e| self.http_error(e))
+        })
+        .await
+    }
+
+    /// The key's status now, then again each time the server's detection moves its cursor, for
+    /// as long as the stream is read (gRPC `WatchKeyStatus`). The stream ends after an error,
+    /// e.g. when the server shuts down (`Error::Server` with code `Unavailable`): watch again.
+    pub async fn watch_status(
+        &self,
+        reg: &Registration,
+    ) -> Result<impl Stream<Item = Result<KeyStatus>> + Send + Unpin + 'static> {
+        let mut c = self.grpc().await?;
+        let req = self.with_token(
+            reg,
+            WatchKeyStatusRequest {
+                key_id: reg.key_id.clone(),
+            },
+        )?;
+        let stream = c
+            .watch_key_status(req)
+            .await
+            .map_err(|s| self.grpc_error(s, &reg.key_id))?
+            .into_inner();
+        let (client, key_id) = (self.clone(), reg.key_id.clone());
+        Ok(stream.map(move |item| {
+            item.map(KeyStatus::from)
+                .map_err(|s| client.grpc_error(s, &key_id))
+        }))
+    }
+}

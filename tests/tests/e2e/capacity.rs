@@ -1,0 +1,149 @@
+//! Capacity end to end, on each store: a worker whose memory budget holds fewer keys than it
+//! serves time-shares them and every digest is still exact; the lag metrics cover every
+//! registered key, including keys no worker holds and keys that wait for their turn, and so does
+//! GetKeyStatus; a recipient that comes online is served at once.
+
+use omr_api::http::KeyStatus;
+use omr_proto::v1::registration_header::Start;
+use omr_test_support::{
+    insecure_keys, quick_detection, seeded_rng, test_each_backend, wait_until, Recipient, TestDb,
+    TestServer,
+};
+use rand::Rng;
+use std::time::Duration;
+
+test_each_backend!(
+    more_keys_than_memory_holds_are_all_detected_exactly,
+    lag_metrics_cover_unassigned_and_waiting_keys,
+);
+
+const SETTLE: Duration = Duration::from_secs(60);
+
+/// Bytes one expanded key of the insecure test set takes in memory.
+fn insecure_key_bytes() -> u64 {
+    insecure_keys(4).detection_key.expand().memory_bytes() as u64
+}
+
+async fn more_keys_than_memory_holds_are_all_detected_exactly(db: &TestDb) {
+    let budget = 2 * insecure_key_bytes() + 1;
+    let s = TestServer::start_configured(db, |c| {
+        quick_detection(c);
+        c.key_memory_bytes = budget;
+        c.key_max_wait_secs = 1;
+    })
+    .await;
+    let api = s.client();
+    let mut recipients = Vec::new();
+    for _ in 0..6 {
+        recipients.push(api.register(insecure_keys(4), Start::StartIndex(0)).await);
+    }
+    let noise = insecure_keys(4);
+    let mut rng = seeded_rng("more_keys_than_memory_holds_are_all_detected_exactly");
+    let mut want = vec![Vec::new(); recipients.len()];
+    let mut left = vec![4; recipients.len()];
+    for i in 0..30 {
+        let payload = format!("message {i}").into_bytes();
+        let to = rng.gen_range(0..recipients.len() + 1);
+        if to < recipients.len() && left[to] > 0 {
+            left[to] -= 1;
+            let idx = api.post(&recipients[to].keys.clue_key, &payload).await;
+            want[to].push((idx, payload));
+        } else {
+            api.post(&noise.clue_key, &payload).await;
+        }
+    }
+    for (r, w) in recipients.iter().zip(&want) {
+        let got = api.caught_up_digest(r, None).await.messages;
+        assert_eq!(&got, w, "{:?}: key {}", db.backend(), r.key_id);
+    }
+    // Six keys served through a budget of two: at least six loads, never more than two held.
+    let mut loads = 0.0;
+    for source in ["disk", "store"] {
+        let name = format!("omr_key_load_seconds_count{{source=\"{source}\"}}");
+        loads += api.metric(&name).await.unwrap_or(0.0);
+    }
+    assert!(loads >= 6.0, "{loads} key loads for 6 keys");
+    let loaded = api
+        .metric("omr_keys_loaded")
+        .await
+        .expect("omr_keys_loaded");
+    assert!(loaded <= 2.0, "{loaded} keys in memory, budget of 2");
+    let bytes = api.metric("omr_key_memory_bytes").await.expect("bytes");
+    assert!(
+        bytes <= budget as f64,
+        "{bytes} bytes in memory > budget {budget}"
+    );
+    s.stop().await;
+}
+
+async fn lag_metrics_cover_unassigned_and_waiting_keys(db: &TestDb) {
+    // No worker: the key is behind and unassigned, and the lag says so in the API process.
+    let s = TestServer::start_configured(db, |c| {
+        quick_detection(c);
+        c.role = omr_server::Role::Api;
+    })
+    .await;
+    let api = s.client();
+    let lonely = api.register(insecure_keys(4), Start::FromNow(true)).await;
+    api.post(&lonely.keys.clue_key, b"for nobody yet").await;
+    assert_eq!(api.metric("omr_max_key_lag").await, Some(1.0));
+    assert_eq!(api.metric("omr_keys_behind").await, Some(1.0));
+    assert_eq!(api.metric("omr_keys_unassigned").await, Some(1.0));
+    let age = api.metric("omr_oldest_undetected_seconds").await;
+    assert!(age.is_some_and(|a| a >= 0.0), "{age:?}");
+    assert_eq!(status(&s, &lonely).await.state, "unassigned");
+
+    // A worker with room for one key: the first key is loaded and caught up; a second key,
+    // with one message (less than a load's worth) and a long maximum wait, waits its turn.
+    let s = s
+        .restart_configured(|c| {
+            c.role = omr_server::Role::Both;
+            c.key_memory_bytes = insecure_key_bytes() + 1;
+            c.key_max_wait_secs = 3600;
+        })
+        .await;
+    let api = s.client();
+    api.caught_up_digest(&lonely, None).await;
+    let min_batch = api.metric("omr_min_load_batch").await.unwrap_or(0.0);
+    assert!(min_batch > 1.0, "a load is worth {min_batch} messages");
+    let waiting = api.register(insecure_keys(4), Start::FromNow(true)).await;
+    let idx = api.post(&waiting.keys.clue_key, b"wait for it").await;
+    // The first key detects the new message too (every key detects every message); the second
+    // is left waiting.
+    let lag = |key_id: &str| format!("omr_key_lag{{key_id=\"{key_id}\"}}");
+    let (first, second) = (lag(&lonely.key_id), lag(&waiting.key_id));
+    wait_until(
+        SETTLE,
+        "the first key caught up and the second waits",
+        || async {
+            api.metric(&first).await == Some(0.0)
+                && api.metric(&second).await == Some(1.0)
+                && api.metric("omr_keys_waiting").await == Some(1.0)
+        },
+    )
+    .await;
+    assert_eq!(api.metric("omr_max_key_lag").await, Some(1.0));
+    assert_eq!(api.metric("omr_keys_unassigned").await, Some(0.0));
+    let st = status(&s, &waiting).await;
+    assert_eq!((st.state.as_str(), st.lag), ("waiting", 1), "{st:?}");
+    assert!(st.eta_secs.is_some(), "{st:?}");
+
+    // Asking made its recipient online: it is served at once, although memory is full and its
+    // backlog is less than a load's worth.
+    let digest = api.caught_up_digest(&waiting, None).await;
+    assert_eq!(digest.messages, vec![(idx, b"wait for it".to_vec())]);
+    assert_eq!(status(&s, &waiting).await.state, "caught_up");
+    s.stop().await;
+}
+
+/// `GET /v1/keys/{key_id}/status` for `r`.
+async fn status(s: &TestServer, r: &Recipient) -> KeyStatus {
+    let response = reqwest::Client::new()
+        .get(s.url(&format!("/v1/keys/{}/status", r.key_id)))
+        .bearer_auth(&r.token)
+        .send()
+        .await
+        .expect("status request");
+    assert!(response.status().is_success(), "{}", response.status());
+    response.json().await.expect("a status body")
+}
