@@ -43,6 +43,8 @@ pub enum ErrorCode {
     UnknownKey,
     /// The server holds as many detection keys as it accepts (`max_keys`).
     TooManyKeys,
+    /// A key registered to start below the oldest board message retention kept.
+    StartIndexRetired,
     /// Too many key uploads at once: retry shortly.
     Busy,
     /// A key upload took longer than `key_upload_timeout_secs`.
@@ -55,7 +57,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::MalformedJson,
         ErrorCode::MalformedClue,
         ErrorCode::MalformedPayload,
@@ -74,6 +76,7 @@ impl ErrorCode {
         ErrorCode::Forbidden,
         ErrorCode::UnknownKey,
         ErrorCode::TooManyKeys,
+        ErrorCode::StartIndexRetired,
         ErrorCode::Busy,
         ErrorCode::UploadTimeout,
         ErrorCode::Unavailable,
@@ -101,6 +104,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::UnknownKey => "unknown_key",
             ErrorCode::TooManyKeys => "too_many_keys",
+            ErrorCode::StartIndexRetired => "start_index_retired",
             ErrorCode::Busy => "busy",
             ErrorCode::UploadTimeout => "upload_timeout",
             ErrorCode::Unavailable => "unavailable",
@@ -129,6 +133,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => 403,
             ErrorCode::UnknownKey => 404,
             ErrorCode::UploadTimeout => 408,
+            ErrorCode::StartIndexRetired => 410,
             ErrorCode::PayloadTooLarge
             | ErrorCode::BodyTooLarge
             | ErrorCode::BatchTooLarge

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::grpc::DetectorService;
+use crate::health::WorkerHealth;
 use crate::ingest::Ingestor;
 use crate::metrics::Metrics;
 use crate::state::AppState;
@@ -84,6 +85,7 @@ impl Application {
             config.max_commit_messages,
             board_notify.clone(),
         );
+        let lease_secs = config.lease_secs;
         let presence = crate::presence::Presence::new(&config);
         let state = Arc::new(AppState {
             config,
@@ -95,6 +97,8 @@ impl Application {
             board_notify,
             digest_keys: Default::default(),
             digests: Default::default(),
+            worker_health: WorkerHealth::new(Duration::from_secs(lease_secs.max(1))),
+            inject_detection_panics: Default::default(),
             presence,
             progress: Default::default(),
         });
@@ -119,6 +123,12 @@ impl Application {
 
     pub fn grpc_addr(&self) -> SocketAddr {
         self.grpc.local_addr().expect("bound listener")
+    }
+
+    /// The state its services share (for tests: inspection and fault injection).
+    #[doc(hidden)]
+    pub fn state(&self) -> Arc<AppState> {
+        self.state.clone()
     }
 
     fn write_addr_file(&self) -> anyhow::Result<()> {

@@ -34,6 +34,30 @@ impl ServiceError {
         Self::new(ErrorCode::UnknownKey, format!("no detection key {key_id}"))
     }
 
+    /// The refusal of a registration past `max_keys`.
+    pub fn too_many_keys(keys: u64, cap: u64) -> Self {
+        Self::new(
+            ErrorCode::TooManyKeys,
+            format!(
+                "this server holds {keys} detection keys and accepts at most {cap} (max_keys); \
+                 nothing was stored: ask its operator, or delete a key you no longer use"
+            ),
+        )
+    }
+
+    /// A registration starting at `start`, below `oldest`, the oldest board index retention
+    /// kept: detection could never read the messages it would start from.
+    pub fn start_index_retired(start: u64, oldest: u64) -> Self {
+        Self::new(
+            ErrorCode::StartIndexRetired,
+            format!(
+                "start index {start} is below the oldest retained board message ({oldest}): \
+                 retention deleted the messages before it; nothing was stored. Register from \
+                 index {oldest} or later, or from now"
+            ),
+        )
+    }
+
     /// Map a decoding error of client-supplied bytes (`what` names the field).
     pub fn from_omr(what: &'static str, err: OmrError) -> Self {
         match err {
@@ -83,6 +107,7 @@ impl ServiceError {
             ErrorCode::Forbidden => Code::PermissionDenied,
             ErrorCode::UnknownKey => Code::NotFound,
             ErrorCode::UploadTimeout => Code::DeadlineExceeded,
+            ErrorCode::StartIndexRetired => Code::FailedPrecondition,
             ErrorCode::Busy | ErrorCode::Unavailable => Code::Unavailable,
             ErrorCode::Internal => Code::Internal,
         }

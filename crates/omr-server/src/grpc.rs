@@ -8,6 +8,7 @@ use omr_api::{ErrorCode, StartAt};
 use omr_core::{CompressedDetectionKey, ParamSet};
 use omr_proto::v1::detector_server::Detector;
 use omr_proto::v1::register_detection_key_request::Part;
+use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{
     get_digest_response::Part as DigestPart, DeleteDetectionKeyRequest, DeleteDetectionKeyResponse,
     DigestHeader, GetDigestRequest, GetDigestResponse, GetKeyStatusRequest, GetKeyStatusResponse,
@@ -87,18 +88,24 @@ impl DetectorService {
         Ok(())
     }
 
-    /// Refuse a registration when `max_keys` keys are registered already, from the header
-    /// alone: no key byte is read. (The insert checks again, atomically, for uploads racing.)
-    async fn check_room(&self) -> Result<(), ServiceError> {
-        let keys = self
-            .state
-            .store
-            .key_count()
-            .await
-            .map_err(|e| ServiceError::internal("counting keys", e))?;
+    /// Refuse a registration when `max_keys` keys are registered already, or when it starts
+    /// below the oldest board message retention kept, from the header alone: no key byte is
+    /// read. (The insert checks both again, atomically, for uploads racing.)
+    async fn check_room(&self, h: &RegistrationHeader) -> Result<(), ServiceError> {
+        let store = &self.state.store;
+        let keys =
+            (store.key_count().await).map_err(|e| ServiceError::internal("counting keys", e))?;
         let cap = self.state.config.max_keys;
         if keys >= cap {
-            return Err(too_many_keys(keys, cap));
+            return Err(ServiceError::too_many_keys(keys, cap));
+        }
+        let Some(Start::StartIndex(start)) = h.start else {
+            return Ok(());
+        };
+        let oldest = (store.oldest_retained_index().await)
+            .map_err(|e| ServiceError::internal("reading the oldest retained index", e))?;
+        if start < oldest {
+            return Err(ServiceError::start_index_retired(start, oldest));
         }
         Ok(())
     }
@@ -120,7 +127,7 @@ impl DetectorService {
             }
         };
         self.check_header(&header).map_err(Status::from)?;
-        self.check_room().await.map_err(Status::from)?;
+        self.check_room(&header).await.map_err(Status::from)?;
         let total = header.total_bytes as usize;
         let mut key = Vec::with_capacity(total);
         while let Some(msg) = stream.next().await {
@@ -245,12 +252,16 @@ impl Detector for DetectorService {
                 self.state.config.max_keys,
             )
             .await
-            .map_err(|e| match e {
-                StoreError::KeyLimit { keys, cap } => {
-                    self.outcome("refused");
-                    too_many_keys(keys, cap)
-                }
-                e => ServiceError::internal("storing a key", e),
+            .map_err(|e| {
+                let refusal = match e {
+                    StoreError::KeyLimit { keys, cap } => ServiceError::too_many_keys(keys, cap),
+                    StoreError::StartRetired { start, oldest } => {
+                        ServiceError::start_index_retired(start, oldest)
+                    }
+                    e => return ServiceError::internal("storing a key", e),
+                };
+                self.outcome("refused");
+                refusal
             })?;
         self.outcome("registered");
         tracing::info!(%key_id, bytes = key.len(), start_index, "detection key registered");
@@ -358,17 +369,6 @@ impl Detector for DetectorService {
             max_key_bytes: self.state.config.max_key_bytes,
         }))
     }
-}
-
-/// The refusal of a registration past `max_keys`.
-fn too_many_keys(keys: u64, cap: u64) -> ServiceError {
-    ServiceError::new(
-        ErrorCode::TooManyKeys,
-        format!(
-            "this server holds {keys} detection keys and accepts at most {cap} (max_keys); \
-             nothing was stored: ask its operator, or delete a key you no longer use"
-        ),
-    )
 }
 
 /// A malformed key upload, as a gRPC status.

@@ -9,6 +9,7 @@ pub mod config;
 pub mod digests;
 pub mod error;
 pub mod grpc;
+pub mod health;
 pub mod http;
 pub mod ingest;
 pub mod key_state;

@@ -59,6 +59,10 @@ pub struct Metrics {
     /// Expanded-key file events: written, evicted, unregistered, discarded (unreadable),
     /// write_failed, write_skipped.
     pub key_file_events: IntCounterVec,
+    /// Detection workers whose heartbeat is live (read from the store at each scrape).
+    pub live_workers: IntGauge,
+    /// Restarts of the detection worker loop, by reason (`panic`, `error`).
+    pub worker_restarts: IntCounterVec,
 }
 
 impl Metrics {
@@ -136,7 +140,7 @@ impl Metrics {
         let lease_changes = IntCounterVec::new(
             Opts::new(
                 "lease_changes_total",
-                "Keys this worker took (acquired) or lost (released)",
+                "Keys this worker took (acquired), gave back to rebalance (rebalanced) or lost (released)",
             ),
             &["change"],
         )
@@ -156,6 +160,25 @@ impl Metrics {
         registry
             .register(Box::new(key_waiters.clone()))
             .expect("unique metric names");
+        let live_workers = IntGauge::new(
+            "live_workers",
+            "Detection workers with a live heartbeat, across every process on the store",
+        )
+        .expect("metric");
+        let worker_restarts = IntCounterVec::new(
+            Opts::new(
+                "worker_restarts_total",
+                "Restarts of this process's detection worker loop after a failure, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("metric");
+        for m in [
+            Box::new(live_workers.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(worker_restarts.clone()),
+        ] {
+            registry.register(m).expect("unique metric names");
+        }
         for m in [
             Box::new(detections.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(detect_batch_seconds.clone()),
@@ -243,6 +266,8 @@ impl Metrics {
             key_load_bytes,
             key_file_bytes,
             key_file_events,
+            live_workers,
+            worker_restarts,
         }
     }
 

@@ -1,7 +1,7 @@
 //! State shared by the HTTP and gRPC services.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use omr_core::DigestKey;
@@ -11,6 +11,7 @@ use omr_core::ParamSet;
 use omr_store::Store;
 
 use crate::config::Config;
+use crate::health::WorkerHealth;
 use crate::ingest::Ingestor;
 use crate::metrics::Metrics;
 use crate::presence::Presence;
@@ -40,4 +41,21 @@ pub struct AppState {
     pub presence: Presence,
     /// Each key's cursor as commits move it, for calls waiting for a key's next message.
     pub progress: Arc<KeyProgress>,
+    /// The detection worker's restarts and failing rounds, for readiness.
+    pub worker_health: WorkerHealth,
+    /// Fault injection for tests, set by nothing in omrd (no configuration, no environment): the
+    /// next this many detection jobs panic.
+    #[doc(hidden)]
+    pub inject_detection_panics: AtomicU32,
+}
+
+impl AppState {
+    /// Whether the detection job about to run must panic (fault injection for tests): true
+    /// while [`AppState::inject_detection_panics`] was above 0, which it then decrements.
+    #[doc(hidden)]
+    pub fn take_injected_panic(&self) -> bool {
+        self.inject_detection_panics
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
+    }
 }

@@ -58,7 +58,7 @@ impl fmt::Debug for ListenUrl {
 pub(crate) struct WriteTx<'a> {
     // Dropped before the lock: the rollback of an abandoned transaction is queued first.
     tx: Transaction<'static, Any>,
-    _writer: Option<MutexGuard<'a, ()>>,
+    writer: Option<MutexGuard<'a, ()>>,
 }
 
 impl WriteTx<'_> {
@@ -68,6 +68,19 @@ impl WriteTx<'_> {
 
     pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
         self.tx.rollback().await
+    }
+
+    /// Serialise the rest of this transaction with every other one that takes `lock`: a
+    /// transaction-scoped advisory lock on PostgreSQL; nothing more on SQLite, whose writer lock
+    /// this transaction already holds.
+    pub(crate) async fn serialise(&mut self, lock: i64) -> Result<(), sqlx::Error> {
+        if self.writer.is_none() {
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(lock)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        Ok(())
     }
 }
 
@@ -185,10 +198,7 @@ impl Store {
     pub(crate) async fn begin_write(&self) -> Result<WriteTx<'_>, StoreError> {
         let writer = self.write_lock().await;
         let tx = self.pool.begin().await?;
-        Ok(WriteTx {
-            tx,
-            _writer: writer,
-        })
+        Ok(WriteTx { tx, writer })
     }
 
     /// The SQLite writer lock, for a write outside a transaction; `None` on PostgreSQL.

@@ -22,4 +22,8 @@ pub enum StoreError {
     /// A registration past the cap on registered keys; nothing was stored.
     #[error("{keys} detection keys are registered, the cap is {cap}")]
     KeyLimit { keys: u64, cap: u64 },
+    /// A registration starting below the oldest board message retention kept; nothing was
+    /// stored.
+    #[error("start index {start} is below the oldest retained board index {oldest}")]
+    StartRetired { start: u64, oldest: u64 },
 }

@@ -4,7 +4,8 @@
 use sqlx::Row;
 
 use crate::backend::{now_ms, to_u64};
-use crate::{Backend, Store, StoreError};
+use crate::retention::{oldest_retained, RETENTION_LOCK};
+use crate::{Store, StoreError};
 
 /// The PostgreSQL advisory lock that serialises capped registrations ("omr_keys" in ASCII).
 const REGISTRATION_LOCK: i64 = 0x6f6d_725f_6b65_7973;
@@ -43,7 +44,9 @@ pub struct KeyMeta {
 
 impl Store {
     /// Store a key, its registration and its cursor in one transaction; returns the resolved
-    /// start index.
+    /// start index. A start index below the oldest board message retention kept is refused with
+    /// [`StoreError::StartRetired`] (checked in the same transaction, serialised with
+    /// retention), since detection could never read the messages it would start from.
     pub async fn insert_key(&self, key: &NewKey<'_>) -> Result<u64, StoreError> {
         self.insert_key_capped(key, None).await
     }
@@ -67,15 +70,19 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let mut tx = self.begin_write().await?;
         if let Some(cap) = cap {
-            if self.backend() == Backend::Postgres {
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(REGISTRATION_LOCK)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            tx.serialise(REGISTRATION_LOCK).await?;
             let keys = count_keys(&mut *tx).await?;
             if keys >= cap {
                 return Err(StoreError::KeyLimit { keys, cap });
+            }
+        }
+        if let StartAt::Index(start) = key.start {
+            // Under the retention lock (SQLite: the writer lock): retention cannot delete the
+            // board below `start` between this check and the commit of the cursor.
+            tx.serialise(RETENTION_LOCK).await?;
+            let oldest = oldest_retained(&mut *tx).await?;
+            if start < oldest {
+                return Err(StoreError::StartRetired { start, oldest });
             }
         }
         let start = match key.start {

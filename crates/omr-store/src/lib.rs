@@ -11,13 +11,15 @@
 //! sees index i has already been able to see every index below it.
 //!
 //! One module per concept, each adding its methods to [`Store`]: `backend` (connecting,
-//! migrations, the SQLite writer lock), `board`, `keys`, `detection`, `leases`, `retention`,
-//! `notify` (board and progress notifications across processes), `overview` (detection over
-//! all keys), `presence` (when each key's recipient was last seen), `schedule` (what workers say
-//! about their keys), and, behind the `testing` feature,
+//! migrations, the SQLite writer lock), `board`, `keys`, `detection`, `leases` (with `balance`,
+//! the fair share of keys per live worker), `retention`, `notify` (board and progress
+//! notifications across processes), `overview` (detection over all keys), `presence` (when each
+//! key's recipient was last seen), `schedule` (what workers say about their keys), and, behind
+//! the `testing` feature,
 //! `testing` (a fresh database per test).
 
 mod backend;
+mod balance;
 mod board;
 mod detection;
 mod error;
@@ -36,6 +38,7 @@ pub use board::{NewMessage, StoredMessage};
 pub use detection::{ActiveKey, StoredAccumulator};
 pub use error::StoreError;
 pub use keys::{KeyMeta, NewKey, StartAt, KEY_CHUNK_BYTES};
+pub use leases::LeaseGrant;
 pub use notify::{BOARD_CHANNEL, PROGRESS_CHANNEL};
 pub use overview::DetectionOverview;
 pub use schedule::KeySchedule;

@@ -3,8 +3,10 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use omr_server::state::AppState;
 use omr_server::{Application, Config};
 use omr_store::testing::TestDb;
 use reqwest::StatusCode;
@@ -26,6 +28,9 @@ pub struct TestServer {
     pub grpc: SocketAddr,
     /// What it was started with.
     pub config: Config,
+    /// The state its services share (see [`TestServer::state`]). Weak: the server's shutdown
+    /// waits for the last strong reference to go.
+    state: Weak<AppState>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<anyhow::Result<()>>>,
     /// What the server's files live in when the test did not hand it a directory: its own
@@ -89,6 +94,7 @@ impl TestServer {
             .await
             .expect("omrd builds");
         let (http, grpc) = (app.http_addr(), app.grpc_addr());
+        let state = Arc::downgrade(&app.state());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(app.run_until_stopped(async move {
             let _ = stopped.await;
@@ -97,6 +103,7 @@ impl TestServer {
             http,
             grpc,
             config,
+            state,
             stop: Some(stop),
             task: Some(task),
             owned: None,
@@ -112,6 +119,13 @@ impl TestServer {
         })
         .await;
         server
+    }
+
+    /// The state its services share, for inspection and fault injection
+    /// (`inject_detection_panics`). Drop it before stopping the server: the shutdown waits for
+    /// the last reference (the group-commit writer ends with it).
+    pub fn state(&self) -> Arc<AppState> {
+        self.state.upgrade().expect("the server is running")
     }
 
     /// A client of its HTTP and gRPC APIs.

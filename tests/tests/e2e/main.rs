@@ -7,5 +7,6 @@ mod detection;
 mod registry;
 mod retention;
 mod roles;
+mod supervise;
 mod tidy;
 mod waiting;

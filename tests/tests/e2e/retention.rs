@@ -1,5 +1,6 @@
 //! Retention end to end on each store: the board keeps the newest messages and deletes older
-//! ones only once every key has detected them; digests (accumulators) are untouched.
+//! ones only once every key has detected them; digests (accumulators) are untouched; a key may
+//! not start below what retention kept.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use omr_test_support::{
     insecure_keys, quick_detection, test_each_backend, wait_for, RawClient, TestDb, TestServer,
 };
 use serde_json::Value;
+use tokio_stream::StreamExt as _;
 
 /// Retention passes run every second; a few of them fit in this.
 const RETENTION_RUNS: Duration = Duration::from_secs(20);
@@ -116,5 +118,72 @@ async fn retention_keeps_what_a_key_has_not_detected(db: &TestDb) {
     let page = board_once_it_starts_at(&api, 8).await;
     assert_eq!(indices(&page), (8..12).collect::<Vec<_>>(), "{page}");
     assert_eq!(api.caught_up_digest(&a, None).await.messages, want_a);
+    s.stop().await;
+}
+
+test_each_backend!(a_start_index_below_the_retained_board_is_refused_from_the_header);
+
+/// Once retention has deleted [0, 4), a key asking to start at 3 would wait forever for
+/// messages that are gone: it is refused from its header (FAILED_PRECONDITION naming the oldest
+/// retained index) and nothing is stored; starting at 4 is fine.
+async fn a_start_index_below_the_retained_board_is_refused_from_the_header(db: &TestDb) {
+    let s = TestServer::start_configured(db, |c| {
+        quick_detection(c);
+        c.retain_messages = Some(2);
+        c.retention_interval_secs = 1;
+    })
+    .await;
+    let api = s.client();
+    let (a, noise) = (
+        api.register(insecure_keys(4), Start::FromNow(true)).await,
+        insecure_keys(4),
+    );
+    for i in 0..6u64 {
+        let to = if i % 3 == 0 { &a.keys } else { &noise };
+        assert_eq!(api.post(&to.clue_key, format!("m{i}").as_bytes()).await, i);
+    }
+    api.caught_up_digest(&a, None).await;
+    board_once_it_starts_at(&api, 4).await;
+
+    // The header alone, then a stream that never sends a key byte: the refusal cannot have
+    // waited for the key.
+    let late = insecure_keys(4);
+    let key = late.detection_key.to_bytes();
+    let requests =
+        omr_proto::registration_requests(INSECURE_TEST.name, 4, Start::StartIndex(3), &key);
+    let only_header =
+        tokio_stream::iter(requests.into_iter().take(1)).chain(futures::stream::pending());
+    let refused = tokio::time::timeout(
+        Duration::from_secs(30),
+        api.detector().await.register_detection_key(only_header),
+    )
+    .await
+    .expect("refused without waiting for key bytes")
+    .expect_err("index 3 was deleted by retention");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    assert!(
+        refused.message().contains("start index 3")
+            && refused
+                .message()
+                .contains("oldest retained board message (4)"),
+        "{refused:?}"
+    );
+    assert_eq!(db.store().key_count().await.unwrap(), 1);
+    let metrics = api.metrics().await;
+    assert!(
+        metrics.contains(r#"omr_key_registrations_total{outcome="refused"} 1"#),
+        "{metrics}"
+    );
+
+    // At the oldest retained index it registers, and detects from there.
+    let b = api.register(late, Start::StartIndex(4)).await;
+    assert_eq!(
+        db.store().cursor(&b.key_id).await.unwrap().map(|c| c >= 4),
+        Some(true)
+    );
     s.stop().await;
 }

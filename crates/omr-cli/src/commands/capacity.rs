@@ -308,7 +308,14 @@ async fn counters(client: &Client) -> anyhow::Result<(f64, f64, f64, f64)> {
     let value = |name: &str| -> f64 {
         text.lines()
             .filter(|l| l.starts_with(name))
-            .filter_map(|l| l[name.len()..].rsplit(' ').next()?.trim().parse::<f64>().ok())
+            .filter_map(|l| {
+                l[name.len()..]
+                    .rsplit(' ')
+                    .next()?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
             .sum()
     };
     Ok((

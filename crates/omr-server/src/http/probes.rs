@@ -1,6 +1,7 @@
-//! Probes: `/readyz` (ready once migrations ran and both servers listen, and the store answers)
-//! and `/metrics` (Prometheus text, with the deployment-wide lag gauges read from the store at
-//! each scrape). `/livez` is a constant in the router.
+//! Probes: `/readyz` (ready once migrations ran and both servers listen, the store answers, and
+//! the detection worker is not failing: 503 names the reason) and `/metrics` (Prometheus text,
+//! with the deployment-wide lag gauges and the live workers read from the store at each
+//! scrape). `/livez` is a constant in the router.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -12,15 +13,22 @@ use axum::response::{IntoResponse, Response};
 use crate::state::AppState;
 
 pub(super) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    if state.ready.load(Ordering::Acquire) && state.store.ping().await.is_ok() {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response()
+    if !state.ready.load(Ordering::Acquire) || state.store.ping().await.is_err() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response();
+    }
+    match state.worker_health.unready_reason() {
+        Some(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {reason}"),
+        )
+            .into_response(),
+        None => (StatusCode::OK, "ready").into_response(),
     }
 }
 
 pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     refresh_overview(&state).await;
+    refresh_fleet(&state).await;
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),
@@ -45,5 +53,14 @@ async fn refresh_overview(state: &AppState) {
             m.detection.oldest_undetected_seconds.set(age);
         }
         Err(e) => tracing::warn!(error = %e, "reading the detection overview for /metrics failed"),
+    }
+}
+
+/// Read the live workers (unexpired heartbeats) from the store, so every process reports the
+/// fleet as it is; when the store does not answer the gauge keeps its last value.
+async fn refresh_fleet(state: &AppState) {
+    match state.store.live_workers().await {
+        Ok(n) => state.metrics.live_workers.set(n as i64),
+        Err(e) => tracing::warn!(error = %e, "reading the live workers for /metrics failed"),
     }
 }

@@ -132,7 +132,7 @@ impl KeyFiles {
         let dk = on_pool(pool, move || {
             CompressedDetectionKey::from_bytes(&bytes).map(|k| k.expand())
         })
-        .await
+        .await?
         .with_context(|| format!("decoding stored key {key_id}"))?;
         self.observe(LoadSource::Store, started, len);
         tracing::info!(%key_id, source = "store", ms = started.elapsed().as_millis() as u64, fetch_ms, bytes = len, memory_bytes = dk.memory_bytes(), "detection key loaded");

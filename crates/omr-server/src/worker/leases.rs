@@ -1,6 +1,8 @@
 //! Leases: the keys this worker may serve. Taken or renewed at the start of every round and again
-//! when a round runs past a third of the lease; released when the worker stops. Leases only
-//! decide who works; the compare-and-set commit decides what is committed.
+//! when a round runs past a third of the lease; released when the worker stops. Each renewal is
+//! also this worker's heartbeat: the store shares the keys among the live workers, so a worker
+//! holds at most ⌈keys / live workers⌉ and gives back its surplus when another joins. Leases
+//! only decide who works; the compare-and-set commit decides what is committed.
 
 use std::time::{Duration, Instant};
 
@@ -12,22 +14,22 @@ use crate::state::AppState;
 pub(super) struct Leases {
     owner: String,
     lease: Duration,
-    max_leased: usize,
     held: Vec<String>,
+    /// Live workers at the last renewal (0 before the first).
+    live_workers: u64,
     renewed_at: Instant,
 }
 
 impl Leases {
-    /// Leases of up to `max_leased` keys, none held yet, under this worker's id.
-    pub(super) fn new(state: &AppState, max_leased: usize) -> Self {
-        let owner = worker_id(state);
+    /// No leases held yet, under the worker id `owner` (see [`worker_id`]).
+    pub(super) fn new(state: &AppState, owner: String) -> Self {
         let lease = Duration::from_secs(state.config.lease_secs.max(1));
-        tracing::info!(worker_id = %owner, lease_secs = lease.as_secs(), max_leased, "leasing keys");
+        tracing::info!(worker_id = %owner, lease_secs = lease.as_secs(), "leasing keys");
         Self {
             owner,
             lease,
-            max_leased,
             held: Vec::new(),
+            live_workers: 0,
             renewed_at: Instant::now(),
         }
     }
@@ -37,14 +39,22 @@ impl Leases {
         self.held.iter().any(|k| k == key_id)
     }
 
-    /// Take or renew up to `max_leased` leases; log and count what changed.
+    /// Renew the heartbeat and the leases, taking or giving back keys towards this worker's
+    /// share; log and count what changed.
     pub(super) async fn renew(&mut self, state: &AppState) -> Result<(), StoreError> {
-        let leased = state
-            .store
-            .acquire_leases(&self.owner, self.lease, self.max_leased)
-            .await?;
-        self.record_changes(state, &leased);
-        self.held = leased;
+        let grant = state.store.acquire_leases(&self.owner, self.lease).await?;
+        self.record_changes(state, &grant.keys, &grant.given_back);
+        if grant.live_workers != self.live_workers {
+            tracing::info!(
+                worker_id = %self.owner,
+                live_workers = grant.live_workers,
+                share = grant.share,
+                held = grant.keys.len(),
+                "live workers changed: keys rebalance towards the share"
+            );
+            self.live_workers = grant.live_workers;
+        }
+        self.held = grant.keys;
         state.metrics.leased_keys.set(self.held.len() as i64);
         self.renewed_at = Instant::now();
         Ok(())
@@ -60,31 +70,40 @@ impl Leases {
         }
     }
 
-    /// Give every lease back, so that other workers need not wait for them to expire.
-    pub(super) async fn release(&self, state: &AppState) {
-        if let Err(e) = state.store.release_leases(&self.owner).await {
-            tracing::warn!(error = %e, "releasing leases failed; they expire by themselves");
-        }
-    }
-
-    /// Log and count the keys in `leased` not held before, then those held before but not now.
-    fn record_changes(&self, state: &AppState, leased: &[String]) {
+    /// Log and count the keys in `leased` not held before, then those held before but not now:
+    /// `given_back` towards the fair share (`rebalanced`), or lost (`released`: the lease expired
+    /// and another worker took the key, or the key was deleted).
+    fn record_changes(&self, state: &AppState, leased: &[String], given_back: &[String]) {
         let changes = &state.metrics.lease_changes;
         for k in leased.iter().filter(|k| !self.held.contains(k)) {
             tracing::info!(key_id = %k, worker_id = %self.owner, "lease acquired");
             changes.with_label_values(&["acquired"]).inc();
         }
         for k in self.held.iter().filter(|k| !leased.contains(k)) {
-            tracing::info!(key_id = %k, worker_id = %self.owner, "lease lost");
-            changes.with_label_values(&["released"]).inc();
+            if given_back.contains(k) {
+                tracing::info!(key_id = %k, worker_id = %self.owner, "lease given back to rebalance");
+                changes.with_label_values(&["rebalanced"]).inc();
+            } else {
+                tracing::info!(key_id = %k, worker_id = %self.owner, "lease lost");
+                changes.with_label_values(&["released"]).inc();
+            }
         }
     }
 }
 
-/// The configured `worker_id`, else a name for this process. With the embedded store there is
-/// one process: a fixed name lets a restart after a crash resume at once instead of waiting for
-/// its previous leases to expire.
-fn worker_id(state: &AppState) -> String {
+/// Give every lease and the heartbeat of `owner` back, so that other workers need not wait for
+/// them to expire.
+pub(super) async fn release(state: &AppState, owner: &str) {
+    if let Err(e) = state.store.release_leases(owner).await {
+        tracing::warn!(error = %e, "releasing leases failed; they expire by themselves");
+    }
+}
+
+/// The configured `worker_id`, else a name for this process; chosen once when the worker starts
+/// (a restarted worker loop keeps it, and with it its leases). With the embedded store there is one
+/// process: a fixed name lets a restart after a crash resume at once instead of waiting for its
+/// previous leases to expire.
+pub(super) fn worker_id(state: &AppState) -> String {
     state.config.worker_id.clone().unwrap_or_else(|| {
         if state.store.is_embedded() {
             "embedded".to_string()

@@ -9,7 +9,8 @@
 //! key next), `turn` (serving one key until it yields), `leases` (taking, renewing and releasing
 //! them), `cache` (expanded keys within the memory budget), `key_files` (loading them: expanded
 //! files on local disk, or the store; `key_dir`, the files' directory), `step` (one batch for one
-//! key), `pool` (the rayon pool), `publish` (what it does, for GetKeyStatus), `retention`.
+//! key), `pool` (the rayon pool), `publish` (what it does, for GetKeyStatus), `supervise`
+//! (restarting the loop when it fails), `retention`.
 
 mod cache;
 mod key_dir;
@@ -20,6 +21,7 @@ mod publish;
 mod retention;
 mod schedule;
 mod step;
+mod supervise;
 mod turn;
 
 use std::collections::HashSet;
@@ -41,7 +43,7 @@ pub use retention::retention;
 /// What the worker loop holds from one turn to the next.
 struct Worker {
     state: Arc<AppState>,
-    pool: rayon::ThreadPool,
+    pool: Arc<rayon::ThreadPool>,
     cache: KeyCache,
     leases: Leases,
     queue: Queue,
@@ -60,19 +62,28 @@ struct Plan {
     online: HashSet<String>,
 }
 
-/// The worker loop; returns when `cancel` fires (after finishing the batch in progress).
+/// The worker, supervised: the loop runs until `cancel` fires (after finishing the batch in
+/// progress), restarted with backoff when it fails; then the leases are released.
 pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
-    let pool = pool::detect_pool(&state.config);
+    let pool = Arc::new(pool::detect_pool(&state.config));
+    let owner = leases::worker_id(&state);
     tracing::info!(
         threads = pool.current_num_threads(),
+        worker_id = %owner,
         key_memory_bytes = state.config.key_memory_budget(),
         "detection worker started"
     );
     let listener = spawn_board_listener(&state, &cancel);
-    let mut worker = Worker::new(state, pool);
-    worker.serve_until(&cancel).await;
+    supervise::supervise(&state, &cancel, |incarnation| {
+        let mut worker = Worker::new(state.clone(), pool.clone(), owner.clone());
+        async move {
+            worker.serve_until(&incarnation).await;
+            Ok(())
+        }
+    })
+    .await;
     listener.abort();
-    worker.leases.release(&worker.state).await;
+    leases::release(&state, &owner).await;
     tracing::info!("detection worker stopped");
 }
 
@@ -93,10 +104,10 @@ fn spawn_board_listener(state: &AppState, cancel: &CancellationToken) -> JoinHan
 }
 
 impl Worker {
-    fn new(state: Arc<AppState>, pool: rayon::ThreadPool) -> Self {
+    fn new(state: Arc<AppState>, pool: Arc<rayon::ThreadPool>, owner: String) -> Self {
         let cache = KeyCache::new(&state);
         let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
-        let leases = Leases::new(&state, 1 << 20);
+        let leases = Leases::new(&state, owner);
         state
             .metrics
             .detection
@@ -119,7 +130,9 @@ impl Worker {
     /// when the store fails.
     async fn serve_until(&mut self, cancel: &CancellationToken) {
         while !cancel.is_cancelled() {
-            let Some(plan) = self.plan().await else {
+            let planned = self.plan().await;
+            self.state.worker_health.round_planned(planned.is_some());
+            let Some(plan) = planned else {
                 if self.pause(cancel).await {
                     continue;
                 }

@@ -49,7 +49,15 @@ pub(super) async fn step(
     let acc = resume(state, key, &dk, open, cursor, epoch).await?;
     let count = messages.len();
     let started = Instant::now();
-    let folded = on_pool(pool, move || detect_and_fold(&dk, acc, &messages)).await?;
+    let inject_panic = state.take_injected_panic();
+    let folded = on_pool(pool, move || {
+        assert!(
+            !inject_panic,
+            "injected detection panic (test fault injection)"
+        );
+        detect_and_fold(&dk, acc, &messages)
+    })
+    .await??;
     let detect_seconds = started.elapsed().as_secs_f64();
     if !commit(state, &key.key_id, cursor, &folded).await? {
         // Someone else moved this key (or it was deleted): forget local state.

@@ -3,5 +3,6 @@
 
 mod binary;
 mod crash;
+mod fleet;
 mod key_files;
 mod telemetry;

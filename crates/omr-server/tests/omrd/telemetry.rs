@@ -83,9 +83,11 @@ async fn detection_spans_reach_an_otlp_collector() {
             .env("RUST_LOG", "info");
     });
 
-    // A registered key makes the worker run detection batches, each in a span.
+    // A message for a registered key makes the worker run a detection batch, in a span.
     let keys = omr_core::keygen(&omr_core::INSECURE_TEST, 2).unwrap();
+    let clue_key = keys.clue_key.clone();
     omrd.client().register(keys, Start::FromNow(true)).await;
+    omrd.client().post(&clue_key, b"traced").await;
 
     wait_until(
         Duration::from_secs(30),

@@ -1,7 +1,7 @@
 //! What the store tests share: small builders. (One test per backend comes from
 //! `omr_test_support::test_each_backend!`.)
 
-use omr_store::{NewKey, NewMessage, StartAt, Store};
+use omr_store::{NewKey, NewMessage, StartAt, Store, StoreError};
 
 /// `n` distinct messages, tagged with `tag` so appends can be told apart.
 #[allow(dead_code)]
@@ -18,6 +18,14 @@ pub fn messages(tag: &str, n: usize) -> Vec<NewMessage> {
 /// index it resolved to.
 #[allow(dead_code)]
 pub async fn register(store: &Store, key_id: &str, start: StartAt) -> u64 {
+    try_register(store, key_id, start)
+        .await
+        .expect("insert key")
+}
+
+/// [`register`], returning the store's answer.
+#[allow(dead_code)]
+pub async fn try_register(store: &Store, key_id: &str, start: StartAt) -> Result<u64, StoreError> {
     store
         .insert_key(&NewKey {
             key_id: key_id.to_string(),
@@ -29,5 +37,4 @@ pub async fn register(store: &Store, key_id: &str, start: StartAt) -> u64 {
             digest_key: b"digest key",
         })
         .await
-        .expect("insert key")
 }

@@ -163,9 +163,10 @@ async fn deleting_a_key_removes_everything(db: &TestDb) {
     };
     assert!(store.commit_progress("gone", 0, &acc).await.unwrap());
     let held = store
-        .acquire_leases("w", Duration::from_secs(60), 10)
+        .acquire_leases("w", Duration::from_secs(60))
         .await
-        .unwrap();
+        .unwrap()
+        .keys;
     assert_eq!(held, vec!["gone".to_string(), "kept".to_string()]);
 
     assert!(store.delete_key("gone").await.unwrap());
@@ -180,9 +181,10 @@ async fn deleting_a_key_removes_everything(db: &TestDb) {
         .is_empty());
     assert_eq!(
         store
-            .acquire_leases("w", Duration::from_secs(60), 10)
+            .acquire_leases("w", Duration::from_secs(60))
             .await
-            .unwrap(),
+            .unwrap()
+            .keys,
         vec!["kept".to_string()]
     );
     let active: Vec<String> = store
