@@ -54,7 +54,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-OMR_WORKER_THREADS="$worker_threads" OMR_MAX_CACHED_KEYS="$nkeys" start_omrd "$store" "$work"
+OMR_WORKER_THREADS="$worker_threads" start_omrd "$store" "$work"
 servers=(--http "http://$http" --grpc "http://$grpc")
 echo "omrd at $http (HTTP) / $grpc (gRPC), store $store, $worker_threads detection thread(s)"
 
