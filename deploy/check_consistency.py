@@ -56,16 +56,21 @@ def problem(msg):
 
 def metrics_from_source():
     """{full metric name: set of label names} as metrics.rs defines them."""
-    src = METRICS_RS.read_text()
+    # metrics.rs and its submodules (metrics/detection.rs).
+    src = METRICS_RS.read_text() + "".join(
+        f.read_text() for f in sorted(METRICS_RS.with_suffix("").glob("*.rs"))
+    )
     m = re.search(r'Registry::new_custom\(Some\("([a-z_]+)"', src)
     prefix = m.group(1) + "_" if m else ""
     defined = {}
     # Opts::new / HistogramOpts::new / IntCounter::new / IntGauge::new / Histogram::new ("name", ...
     for m in re.finditer(
-        r'\b(Opts|HistogramOpts|IntCounter|IntGauge|Histogram|Counter|Gauge)::new\(\s*"([a-z0-9_]+)"',
+        r'\b(Opts|HistogramOpts|IntCounter|IntGauge|Histogram|Counter|Gauge)::new\(\s*"([a-z0-9_]+)"'
+        r'|\b(g)\(\s*"([a-z0-9_]+)"',
         src,
     ):
-        kind, name = m.group(1), m.group(2)
+        # `g("name", …)` is metrics/detection.rs's IntGauge shorthand.
+        kind, name = (m.group(1), m.group(2)) if m.group(1) else ("IntGauge", m.group(4))
         # The label list, if any, follows the options: `&["a", "b"]` before the next `.expect`.
         tail = src[m.end(): src.find(".expect", m.end())]
         labels = set(re.findall(r'"([a-z_]+)"', tail.split("&[", 1)[1])) if "&[" in tail else set()
