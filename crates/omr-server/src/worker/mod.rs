@@ -196,7 +196,6 @@ impl Worker {
                 return None;
             }
         };
-        self.state.metrics.active_keys.set(all.len() as i64);
         let keys: Vec<ActiveKey> = all
             .into_iter()
             .filter(|k| self.leases.holds(&k.key_id))
