@@ -99,6 +99,8 @@ impl Application {
             digests: Default::default(),
             worker_health: WorkerHealth::new(Duration::from_secs(lease_secs.max(1))),
             inject_detection_panics: Default::default(),
+            hold_bulk_jobs: Default::default(),
+            bulk_jobs_held: Default::default(),
             presence,
             progress: Default::default(),
         });

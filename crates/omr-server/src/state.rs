@@ -47,6 +47,12 @@ pub struct AppState {
     /// next this many detection jobs panic.
     #[doc(hidden)]
     pub inject_detection_panics: AtomicU32,
+    /// Fault injection for tests, set by nothing in omrd: while true, detection jobs of offline
+    /// keys (on the bulk pool) wait before they start, and `bulk_jobs_held` counts them.
+    #[doc(hidden)]
+    pub hold_bulk_jobs: AtomicBool,
+    #[doc(hidden)]
+    pub bulk_jobs_held: AtomicU32,
 }
 
 impl AppState {
@@ -57,5 +63,17 @@ impl AppState {
         self.inject_detection_panics
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
             .is_ok()
+    }
+
+    /// Wait while [`AppState::hold_bulk_jobs`] is set (fault injection for tests; runs on a
+    /// bulk pool thread).
+    #[doc(hidden)]
+    pub fn wait_while_bulk_held(&self) {
+        if self.hold_bulk_jobs.load(Ordering::Acquire) {
+            self.bulk_jobs_held.fetch_add(1, Ordering::AcqRel);
+            while self.hold_bulk_jobs.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
     }
 }

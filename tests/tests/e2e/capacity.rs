@@ -1,7 +1,8 @@
 //! Capacity end to end, on each store: a worker whose memory budget holds fewer keys than it
 //! serves time-shares them and every digest is still exact; the lag metrics cover every
 //! registered key, including keys no worker holds and keys that wait for their turn, and so does
-//! GetKeyStatus; a recipient that comes online is served at once.
+//! GetKeyStatus; a recipient that comes online is served at once, and while an offline key's
+//! batch runs.
 
 use omr_api::http::KeyStatus;
 use omr_proto::v1::registration_header::Start;
@@ -10,11 +11,13 @@ use omr_test_support::{
     TestServer,
 };
 use rand::Rng;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 test_each_backend!(
     more_keys_than_memory_holds_are_all_detected_exactly,
     lag_metrics_cover_unassigned_and_waiting_keys,
+    an_online_key_is_served_while_an_offline_batch_runs,
 );
 
 const SETTLE: Duration = Duration::from_secs(60);
@@ -133,6 +136,53 @@ async fn lag_metrics_cover_unassigned_and_waiting_keys(db: &TestDb) {
     let digest = api.caught_up_digest(&waiting, None).await;
     assert_eq!(digest.messages, vec![(idx, b"wait for it".to_vec())]);
     assert_eq!(status(&s, &waiting).await.state, "caught_up");
+    s.stop().await;
+}
+
+async fn an_online_key_is_served_while_an_offline_batch_runs(db: &TestDb) {
+    let s = TestServer::start_configured(db, quick_detection).await;
+    let api = s.client();
+    let offline = api.register(insecure_keys(4), Start::FromNow(true)).await;
+    let online = api.register(insecure_keys(4), Start::FromNow(true)).await;
+    status(&s, &online).await; // its recipient asks: it is online
+    wait_until(SETTLE, "the worker sees one online key", || async {
+        api.metric("omr_keys_online").await == Some(1.0)
+    })
+    .await;
+
+    // Offline keys' detection jobs are held: the offline key's batch starts and stays in flight.
+    let state = s.state();
+    state.hold_bulk_jobs.store(true, Ordering::SeqCst);
+    let first = api.post(&online.keys.clue_key, b"first").await;
+    wait_until(SETTLE, "the offline key's batch is in flight", || async {
+        state.bulk_jobs_held.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    // A new message meanwhile: the online key detects it without waiting for that batch.
+    let second = api.post(&online.keys.clue_key, b"second").await;
+    let store = &state.store;
+    let cursor =
+        |key_id: String| async move { store.cursor(&key_id).await.expect("cursor").unwrap_or(0) };
+    wait_until(SETTLE, "the online key passed both messages", || async {
+        cursor(online.key_id.clone()).await > second
+    })
+    .await;
+    assert!(
+        cursor(offline.key_id.clone()).await <= first,
+        "the offline key's batch was held"
+    );
+    assert_eq!(state.bulk_jobs_held.load(Ordering::SeqCst), 1);
+
+    // Released, the offline key catches up; both digests are exact.
+    state.hold_bulk_jobs.store(false, Ordering::SeqCst);
+    let digest = api.caught_up_digest(&online, None).await;
+    let want = vec![(first, b"first".to_vec()), (second, b"second".to_vec())];
+    assert_eq!(digest.messages, want);
+    assert!(api
+        .caught_up_digest(&offline, None)
+        .await
+        .messages
+        .is_empty());
     s.stop().await;
 }
 

@@ -1,8 +1,8 @@
 //! The expanded-key cache: detection keys loaded by `KeyFiles` (their expanded file on local
 //! disk, or fetched from the store and expanded on the rayon pool), as many as fit in the
 //! worker's memory budget (`key_memory_bytes`), each beside the cursor and open accumulator of
-//! its key. Before a load, least recently used keys are evicted until the new one fits, keys of
-//! online recipients last; at least one key is always held, whatever the budget.
+//! its key. Before a load, least recently used keys are evicted until the new one fits (keys being
+//! loaded count as held), keys of online recipients last; at least one key is always held, whatever the budget.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -24,6 +24,12 @@ pub(super) struct CachedKey {
     used: Instant,
 }
 
+/// A key loaded by [`KeyCache::begin_load`], and how long that took.
+pub(super) struct Loaded {
+    dk: Arc<DetectionKey>,
+    secs: f64,
+}
+
 /// Expanded keys by key id.
 pub(super) struct KeyCache {
     keys: HashMap<String, CachedKey>,
@@ -33,6 +39,8 @@ pub(super) struct KeyCache {
     key_bytes: u64,
     /// Mean seconds per load (exponentially weighted), once one happened.
     load_secs: Option<f64>,
+    /// Loads begun and not yet ended (their room is reserved).
+    loading: usize,
     files: KeyFiles,
 }
 
@@ -47,6 +55,7 @@ impl KeyCache {
             max_count: config.max_cached_keys.unwrap_or(usize::MAX).max(1),
             key_bytes: 0,
             load_secs: None,
+            loading: 0,
             files: KeyFiles::open(config, &state.metrics),
         }
     }
@@ -81,40 +90,78 @@ impl KeyCache {
         self.keys.get(key_id).map(|c| c.cursor)
     }
 
-    /// `key`'s entry, loading and expanding the key first if it is not cached (after evicting
-    /// what must go, never a key in `pinned` while another can go); marks it used.
+    /// `key`'s entry, loading and expanding the key on `pool` first if it is not cached (after
+    /// evicting what must go, never a key in `pinned` while another can go); marks it used.
     pub(super) async fn load(
         &mut self,
         state: &AppState,
-        pool: &rayon::ThreadPool,
+        pool: &Arc<rayon::ThreadPool>,
         key: &ActiveKey,
         pinned: &HashSet<String>,
     ) -> anyhow::Result<&mut CachedKey> {
         if !self.keys.contains_key(&key.key_id) {
-            self.make_room(pinned);
-            let started = Instant::now();
-            let (dk, _source) = self
-                .files
-                .load(&state.store, state.params, pool, &key.key_id)
-                .await?;
-            let secs = started.elapsed().as_secs_f64();
-            self.load_secs = Some(self.load_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
-            let bytes = dk.memory_bytes() as u64;
-            self.key_bytes = self.key_bytes.max(bytes);
-            self.keys.insert(
-                key.key_id.clone(),
-                CachedKey {
-                    dk,
-                    acc: None,
-                    cursor: key.cursor,
-                    bytes,
-                    used: Instant::now(),
-                },
-            );
+            let loading = self.begin_load(state, pool, key, pinned);
+            let loaded = loading.await;
+            self.end_load(key, loaded)?;
         }
         let entry = self.keys.get_mut(&key.key_id).expect("inserted above");
         entry.used = Instant::now();
         Ok(entry)
+    }
+
+    /// Make room for `key` (evicting as [`load`](Self::load) does) and reserve it, then return
+    /// its load, which borrows nothing: the worker serves online keys while it runs. Pass what
+    /// it returns to [`end_load`](Self::end_load).
+    pub(super) fn begin_load(
+        &mut self,
+        state: &AppState,
+        pool: &Arc<rayon::ThreadPool>,
+        key: &ActiveKey,
+        pinned: &HashSet<String>,
+    ) -> impl std::future::Future<Output = anyhow::Result<Loaded>> + Send + 'static {
+        self.make_room(pinned);
+        self.loading += 1;
+        let (files, store, params) = (self.files.clone(), state.store.clone(), state.params);
+        let (pool, key_id) = (pool.clone(), key.key_id.clone());
+        async move {
+            let started = Instant::now();
+            let (dk, _source) = files.load(&store, params, &pool, &key_id).await?;
+            Ok(Loaded {
+                dk,
+                secs: started.elapsed().as_secs_f64(),
+            })
+        }
+    }
+
+    /// Release the reservation of [`begin_load`](Self::begin_load) and keep what it loaded.
+    pub(super) fn end_load(
+        &mut self,
+        key: &ActiveKey,
+        loaded: anyhow::Result<Loaded>,
+    ) -> anyhow::Result<()> {
+        self.loading -= 1;
+        let Loaded { dk, secs } = loaded?;
+        self.load_secs = Some(self.load_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
+        let bytes = dk.memory_bytes() as u64;
+        self.key_bytes = self.key_bytes.max(bytes);
+        self.keys.insert(
+            key.key_id.clone(),
+            CachedKey {
+                dk,
+                acc: None,
+                cursor: key.cursor,
+                bytes,
+                used: Instant::now(),
+            },
+        );
+        Ok(())
+    }
+
+    /// `key_id`'s entry, if it is cached, marked used now.
+    pub(super) fn touch(&mut self, key_id: &str) -> Option<&mut CachedKey> {
+        let entry = self.keys.get_mut(key_id)?;
+        entry.used = Instant::now();
+        Some(entry)
     }
 
     /// `key_id`'s entry, if it is cached.
@@ -133,9 +180,11 @@ impl KeyCache {
             .retain(|id, _| keys.iter().any(|k| &k.key_id == id));
     }
 
-    /// Whether one more key fits without evicting one.
+    /// Whether one more key fits without evicting one (keys being loaded count as held).
     pub(super) fn has_room(&self) -> bool {
-        self.keys.len() < self.max_count && self.used_bytes() + self.key_bytes <= self.budget
+        let held = self.keys.len() + self.loading;
+        let bytes = self.used_bytes() + self.loading as u64 * self.key_bytes;
+        held < self.max_count && bytes + self.key_bytes <= self.budget
     }
 
     /// Evict least recently used keys, unpinned ones first, until one more key fits.

@@ -1,7 +1,7 @@
 //! The detection worker: for every key it leases, detect each board message after the key's
 //! cursor, in index order, fold it into the key's accumulator for the current epoch, and commit
 //! accumulator and cursor together in one transaction (compare-and-set on the cursor), so a
-//! crash loses nothing and folds nothing twice. CPU work runs on a bounded rayon pool; the async
+//! crash loses nothing and folds nothing twice. CPU work runs on bounded rayon pools; the async
 //! runtime only waits for it. A worker serves every key it leases, however few fit in its memory
 //! budget, by time-sharing them (the policy is in `schedule`).
 //!
@@ -9,7 +9,7 @@
 //! key next), `turn` (serving one key until it yields), `leases` (taking, renewing and releasing
 //! them), `cache` (expanded keys within the memory budget), `key_files` (loading them: expanded
 //! files on local disk, or the store; `key_dir`, the files' directory), `step` (one batch for one
-//! key), `pool` (the rayon pool), `publish` (what it does, for GetKeyStatus), `supervise`
+//! key), `pool` (the rayon pools: bulk, and online at a higher priority), `publish` (what it does, for GetKeyStatus), `supervise`
 //! (restarting the loop when it fails), `retention`.
 
 mod cache;
@@ -43,12 +43,12 @@ pub use retention::retention;
 /// What the worker loop holds from one turn to the next.
 struct Worker {
     state: Arc<AppState>,
-    pool: Arc<rayon::ThreadPool>,
+    pools: pool::Pools,
     cache: KeyCache,
     leases: Leases,
     queue: Queue,
     poll: Duration,
-    /// Mean wall seconds per detected message on the whole pool (exponentially weighted).
+    /// Mean wall seconds per detected message on a whole pool (exponentially weighted).
     per_message_secs: Option<f64>,
     published: publish::Published,
 }
@@ -65,17 +65,18 @@ struct Plan {
 /// The worker, supervised: the loop runs until `cancel` fires (after finishing the batch in
 /// progress), restarted with backoff when it fails; then the leases are released.
 pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
-    let pool = Arc::new(pool::detect_pool(&state.config));
+    let pools = pool::Pools::new(&state.config);
     let owner = leases::worker_id(&state);
     tracing::info!(
-        threads = pool.current_num_threads(),
+        threads = pools.threads(),
+        bulk_nice = pool::BULK_NICE,
         worker_id = %owner,
         key_memory_bytes = state.config.key_memory_budget(),
         "detection worker started"
     );
     let listener = spawn_board_listener(&state, &cancel);
     supervise::supervise(&state, &cancel, |incarnation| {
-        let mut worker = Worker::new(state.clone(), pool.clone(), owner.clone());
+        let mut worker = Worker::new(state.clone(), pools.clone(), owner.clone());
         async move {
             worker.serve_until(&incarnation).await;
             Ok(())
@@ -104,7 +105,7 @@ fn spawn_board_listener(state: &AppState, cancel: &CancellationToken) -> JoinHan
 }
 
 impl Worker {
-    fn new(state: Arc<AppState>, pool: Arc<rayon::ThreadPool>, owner: String) -> Self {
+    fn new(state: Arc<AppState>, pools: pool::Pools, owner: String) -> Self {
         let cache = KeyCache::new(&state);
         let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
         let leases = Leases::new(&state, owner);
@@ -115,7 +116,7 @@ impl Worker {
             .set(cache.budget() as i64);
         Self {
             state,
-            pool,
+            pools,
             cache,
             leases,
             queue: Queue::default(),

@@ -3,9 +3,10 @@
 //!
 //! 1. **Online keys first.** A key whose recipient was seen recently (`online_secs`) and that has
 //!    messages to detect is served before any other, loaded at once if it is not in memory
-//!    (evicting an offline key), and worked until caught up. While any online key exists, other
-//!    keys are served in chunks of one message per detection thread, so an online recipient's new
-//!    message waits for at most one detection before its own starts.
+//!    (evicting an offline key), and worked until caught up. Offline keys run on a bulk pool at a
+//!    lower thread priority; while an offline key's batch or load is in flight, new messages for
+//!    online keys are detected at once on a second pool at the process's priority, so an online
+//!    recipient's message does not wait for an offline batch to end (`turn`, `pool`).
 //! 2. **Then oldest-waiting first.** Every key with a backlog has a place in one queue, ordered by
 //!    when it started waiting (or last yielded). The first key in the queue is served, unless it
 //!    is not in memory, memory is full (loading it evicts another key) and loading it would not
@@ -15,8 +16,7 @@
 //!    (it collects messages) and the next one is considered.
 //! 3. **A served key works off its backlog in large batches**, committing every `detect_batch`
 //!    messages, and yields at the first epoch boundary once it has detected at least `min_batch`
-//!    messages in this turn (or when an online key needs the worker); then it goes to the back
-//!    of the queue.
+//!    messages in this turn; then it goes to the back of the queue.
 //!
 //! The bound: a message for a key waits at most `key_max_wait_secs` to be picked up plus the
 //! turns of the keys ahead of it in the queue, each at most one epoch of messages (or its

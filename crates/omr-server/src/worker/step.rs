@@ -21,60 +21,169 @@ pub(super) struct Batch {
     pub(super) seconds: f64,
 }
 
-/// Detect and commit one batch of at most `limit` messages for `key`, loading the key first if
-/// it is not in memory (without evicting a key in `pinned` while another can go).
+impl Batch {
+    pub(super) const NOTHING: Batch = Batch {
+        count: 0,
+        seconds: 0.0,
+    };
+}
+
+/// Detect and commit one batch of at most `limit` messages for `key` on `pool`, loading the key
+/// first if it is not in memory (without evicting a key in `pinned` while another can go).
 pub(super) async fn step(
-    state: &AppState,
-    pool: &rayon::ThreadPool,
+    state: &Arc<AppState>,
+    pool: &Arc<rayon::ThreadPool>,
     cache: &mut KeyCache,
     key: &ActiveKey,
     limit: usize,
     pinned: &HashSet<String>,
 ) -> anyhow::Result<Batch> {
-    let nothing = Batch {
-        count: 0,
-        seconds: 0.0,
+    if !cache.contains(&key.key_id) {
+        // Cheap check first: anything to load the key for?
+        if read_batch(state, next_index(cache, key), 1)
+            .await?
+            .is_empty()
+        {
+            return Ok(Batch::NOTHING);
+        }
+        cache.load(state, pool, key, pinned).await?;
+    }
+    let Some(job) = prepare(state, cache, key, limit).await? else {
+        return Ok(Batch::NOTHING);
     };
+    let done = job.run(state.clone(), pool.clone(), false).await?;
+    Ok(finish(state, cache, done))
+}
+
+/// One batch ready to detect: a key's messages after its cursor, the key, and the accumulator
+/// they fold into.
+pub(super) struct Job {
+    key_id: String,
+    cursor: u64,
+    messages: Vec<StoredMessage>,
+    dk: Arc<DetectionKey>,
+    acc: Accumulator,
+}
+
+/// `key`'s next batch of at most `limit` messages, none past its epoch's end; None when it has
+/// nothing to detect or is not in memory.
+pub(super) async fn prepare(
+    state: &AppState,
+    cache: &mut KeyCache,
+    key: &ActiveKey,
+    limit: usize,
+) -> anyhow::Result<Option<Job>> {
     let epoch = state.config.epoch_len.clamp(1, state.params.max_range);
-    // Cheap check first: anything to do?
-    let cursor = match cache.cursor(&key.key_id) {
+    let cursor = next_index(cache, key);
+    let messages = read_batch(state, cursor, limit).await?;
+    if messages.is_empty() {
+        return Ok(None);
+    }
+    let Some(entry) = cache.touch(&key.key_id) else {
+        return Ok(None);
+    };
+    if entry.cursor != cursor {
+        entry.acc = None;
+        entry.cursor = cursor;
+    }
+    let (dk, open) = (entry.dk.clone(), entry.acc.take());
+    let acc = resume(state, key, &dk, open, cursor, epoch).await?;
+    Ok(Some(Job {
+        key_id: key.key_id.clone(),
+        cursor,
+        messages,
+        dk,
+        acc,
+    }))
+}
+
+/// What a job did: its accumulator, committed (None: the cursor had moved).
+pub(super) struct Done {
+    key_id: String,
+    cursor: u64,
+    count: usize,
+    seconds: f64,
+    folded: Option<Accumulator>,
+}
+
+impl Job {
+    /// Detect and fold on `pool` (the bulk pool when `bulk`), then commit accumulator and
+    /// cursor. Borrows nothing of the worker, so that the loop can serve online keys while it
+    /// runs.
+    pub(super) async fn run(
+        self,
+        state: Arc<AppState>,
+        pool: Arc<rayon::ThreadPool>,
+        bulk: bool,
+    ) -> anyhow::Result<Done> {
+        let Job {
+            key_id,
+            cursor,
+            messages,
+            dk,
+            acc,
+        } = self;
+        let count = messages.len();
+        let started = Instant::now();
+        let inject_panic = state.take_injected_panic();
+        let hold = bulk.then(|| state.clone());
+        let folded = on_pool(&pool, move || {
+            if let Some(state) = hold {
+                state.wait_while_bulk_held();
+            }
+            assert!(
+                !inject_panic,
+                "injected detection panic (test fault injection)"
+            );
+            detect_and_fold(&dk, acc, &messages)
+        })
+        .await??;
+        let seconds = started.elapsed().as_secs_f64();
+        let committed = commit(&state, &key_id, cursor, &folded).await?;
+        Ok(Done {
+            key_id,
+            cursor,
+            count,
+            seconds,
+            folded: committed.then_some(folded),
+        })
+    }
+}
+
+/// After a job: wake who waits for the key, count, and keep its accumulator open in the cache
+/// (or, when the cursor had moved, forget the key so that its next batch reloads it).
+pub(super) fn finish(state: &AppState, cache: &mut KeyCache, done: Done) -> Batch {
+    let Done {
+        key_id,
+        cursor,
+        count,
+        seconds,
+        folded,
+    } = done;
+    let Some(folded) = folded else {
+        // Someone else moved this key (or it was deleted): forget local state.
+        tracing::warn!(%key_id, cursor, "cursor moved underneath; reloading");
+        cache.remove(&key_id);
+        return Batch::NOTHING;
+    };
+    state.progress.publish(&key_id, folded.end()); // wakes calls waiting for this key
+    state.metrics.detections.inc_by(count as u64);
+    state.metrics.detect_batch_seconds.observe(seconds);
+    let epoch = state.config.epoch_len.clamp(1, state.params.max_range);
+    tracing::debug!(%key_id, count, cursor = folded.end(), "batch committed");
+    // An online key's load may have evicted it meanwhile; the store has its cursor.
+    if let Some(entry) = cache.get_mut(&key_id) {
+        keep_open(entry, folded, epoch);
+    }
+    Batch { count, seconds }
+}
+
+/// The next board index to detect for `key`: its cached cursor, unless the store's is ahead.
+fn next_index(cache: &KeyCache, key: &ActiveKey) -> u64 {
+    match cache.cursor(&key.key_id) {
         Some(c) if c >= key.cursor => c,
         _ => key.cursor,
-    };
-    let messages = read_batch(state, cursor, epoch, limit).await?;
-    if messages.is_empty() {
-        return Ok(nothing);
     }
-    let (dk, open) = checkout(state, pool, cache, key, cursor, pinned).await?;
-    let acc = resume(state, key, &dk, open, cursor, epoch).await?;
-    let count = messages.len();
-    let started = Instant::now();
-    let inject_panic = state.take_injected_panic();
-    let folded = on_pool(pool, move || {
-        assert!(
-            !inject_panic,
-            "injected detection panic (test fault injection)"
-        );
-        detect_and_fold(&dk, acc, &messages)
-    })
-    .await??;
-    let detect_seconds = started.elapsed().as_secs_f64();
-    if !commit(state, &key.key_id, cursor, &folded).await? {
-        // Someone else moved this key (or it was deleted): forget local state.
-        tracing::warn!(key_id = %key.key_id, cursor, "cursor moved underneath; reloading");
-        cache.remove(&key.key_id);
-        return Ok(nothing);
-    }
-    state.progress.publish(&key.key_id, folded.end()); // wakes calls waiting for this key
-    state.metrics.detections.inc_by(count as u64);
-    state.metrics.detect_batch_seconds.observe(detect_seconds);
-    let entry = cache.get_mut(&key.key_id).expect("present");
-    keep_open(entry, folded, epoch);
-    tracing::debug!(key_id = %key.key_id, count, cursor = entry.cursor, "batch committed");
-    Ok(Batch {
-        count,
-        seconds: detect_seconds,
-    })
 }
 
 /// The board messages from `cursor` on without a gap: at most `limit`, and none past the end of
@@ -82,9 +191,9 @@ pub(super) async fn step(
 async fn read_batch(
     state: &AppState,
     cursor: u64,
-    epoch: u64,
     limit: usize,
 ) -> Result<Vec<StoredMessage>, StoreError> {
+    let epoch = state.config.epoch_len.clamp(1, state.params.max_range);
     let boundary = (cursor / epoch + 1) * epoch;
     let limit = (limit as u64).min(boundary - cursor).max(1) as u32;
     let messages = state.store.read(cursor, limit).await?;
@@ -94,24 +203,6 @@ async fn read_batch(
         .take_while(|(k, m)| m.index == cursor + *k as u64)
         .map(|(_, m)| m)
         .collect())
-}
-
-/// `key`'s expanded key (loaded if need be) and its open accumulator, which is dropped when the
-/// cached cursor is not `cursor`.
-async fn checkout(
-    state: &AppState,
-    pool: &rayon::ThreadPool,
-    cache: &mut KeyCache,
-    key: &ActiveKey,
-    cursor: u64,
-    pinned: &HashSet<String>,
-) -> anyhow::Result<(Arc<DetectionKey>, Option<Accumulator>)> {
-    let entry = cache.load(state, pool, key, pinned).await?;
-    if entry.cursor != cursor {
-        entry.acc = None;
-        entry.cursor = cursor;
-    }
-    Ok((entry.dk.clone(), entry.acc.take()))
 }
 
 /// The accumulator to continue: the open one, the stored one ending here, or a new epoch.

@@ -102,6 +102,18 @@ pub(super) fn job_panicked(message: &str) {
     });
 }
 
+/// `work` to run as a task the loop spawns, within the loop's incarnation, so that a job panic
+/// it sees stops that incarnation as one the loop runs itself would.
+pub(super) fn in_incarnation<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    let current = INCARNATION.try_with(Arc::clone).ok();
+    async move {
+        match current {
+            Some(incarnation) => INCARNATION.scope(incarnation, work).await,
+            None => work.await,
+        }
+    }
+}
+
 /// The message a panic carried (`panic!` with a literal or a formatted string).
 pub(super) fn panic_message(payload: &(dyn Any + Send)) -> String {
     payload

@@ -1,12 +1,14 @@
-//! One key's turn: batch after batch until it caught up, or until it should yield (see
-//! `schedule`): at an epoch boundary once it detected a load's worth of messages, or, for a key
-//! of an offline recipient, as soon as new messages may have made an online key wait.
+//! One key's turn: batch after batch until it caught up, or until it yields at an epoch boundary
+//! once it detected a load's worth of messages (see `schedule`). An offline key's load and
+//! batches run on the bulk pool while the loop serves online keys on the online pool as soon as
+//! new messages arrive, so an online recipient never waits for an offline key's turn.
 
+use std::future::Future;
 use std::time::Instant;
 
 use tracing::Instrument;
 
-use super::{step, Plan, Worker};
+use super::{step, supervise, Plan, Worker};
 
 impl Worker {
     /// Serve `key_id` (a key of `plan`) until it caught up or yields; requeue it if it still
@@ -26,14 +28,13 @@ impl Worker {
             .config
             .epoch_len
             .clamp(1, self.state.params.max_range);
-        // While an online recipient may be waiting, an offline key detects one message per
-        // thread at a time, so a new message for the online key waits at most one detection.
-        let limit = if online || plan.online.is_empty() {
-            self.state.config.detect_batch.max(1)
-        } else {
-            self.pool.current_num_threads()
-        };
+        let limit = self.state.config.detect_batch.max(1);
         let min_batch = self.policy().min_batch;
+        let pool = if online {
+            self.pools.online.clone()
+        } else {
+            self.pools.bulk.clone()
+        };
         let mut served = 0u64;
         let mut ok = true;
         while !cancel.is_cancelled() {
@@ -42,14 +43,22 @@ impl Worker {
                 break;
             }
             let span = tracing::info_span!("detect_batch", key_id = %key_id, online);
-            let batch = step::step(
-                &self.state,
-                &self.pool,
-                &mut self.cache,
-                &key,
-                limit,
-                &plan.online,
-            );
+            let batch = async {
+                if !self.cache.contains(key_id) {
+                    let load = self
+                        .cache
+                        .begin_load(&self.state, &pool, &key, &plan.online);
+                    let loaded = self.alongside_online(plan, key_id, load).await;
+                    self.cache.end_load(&key, loaded)?;
+                }
+                let Some(job) = step::prepare(&self.state, &mut self.cache, &key, limit).await?
+                else {
+                    return Ok(step::Batch::NOTHING);
+                };
+                let run = job.run(self.state.clone(), pool.clone(), !online);
+                let done = self.alongside_online(plan, key_id, run).await?;
+                Ok::<_, anyhow::Error>(step::finish(&self.state, &mut self.cache, done))
+            };
             let batch = match batch.instrument(span).await {
                 Ok(b) => b,
                 Err(e) => {
@@ -67,33 +76,88 @@ impl Worker {
             if cursor.is_multiple_of(epoch) && served >= min_batch {
                 break;
             }
-            if !online && !plan.online.is_empty() && self.board_moved(plan.head).await {
-                break;
-            }
         }
         self.queue.requeue(key_id, Instant::now());
         ok
     }
 
-    /// Whether the board head moved past `head` (new messages an online key may wait for).
-    async fn board_moved(&self, head: u64) -> bool {
-        self.state
-            .store
-            .board_head()
-            .await
-            .map_or(true, |h| h > head)
+    /// Run `work` as a task of its own (so that it progresses, and releases the connections,
+    /// transactions and permits it holds, whatever the loop does meanwhile) and wait for it,
+    /// serving the online keys of `plan` other than `busy` whenever the board moves meanwhile.
+    async fn alongside_online<T: Send + 'static>(
+        &mut self,
+        plan: &Plan,
+        busy: &str,
+        work: impl Future<Output = anyhow::Result<T>> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        let work = supervise::in_incarnation(work.in_current_span());
+        let mut task = AbortOnDrop(tokio::spawn(work));
+        let joined = if plan.online.iter().all(|k| k == busy) {
+            (&mut task.0).await
+        } else {
+            let notify = self.state.board_notify.clone();
+            loop {
+                tokio::select! {
+                    biased;
+                    out = &mut task.0 => break out,
+                    () = notify.notified() => self.serve_online(plan, busy).await,
+                }
+            }
+        };
+        joined.map_err(|e| anyhow::anyhow!("a detection task failed: {e}"))?
     }
 
-    /// Account one batch of `count` messages that took `seconds` on the pool: the detection
-    /// time metric, and the per-message time and capacity from batches that used every thread.
+    /// Serve every online key of `plan` but `busy` on the online pool until it caught up.
+    async fn serve_online(&mut self, plan: &Plan, busy: &str) {
+        let limit = self.state.config.detect_batch.max(1);
+        let pool = self.pools.online.clone();
+        for key in plan.keys.iter().filter(|k| plan.online.contains(&k.key_id)) {
+            if key.key_id == busy {
+                continue;
+            }
+            while self.leases.holds(&key.key_id) {
+                let span = tracing::info_span!("detect_batch", key_id = %key.key_id, online = true);
+                let batch = step::step(
+                    &self.state,
+                    &pool,
+                    &mut self.cache,
+                    key,
+                    limit,
+                    &plan.online,
+                );
+                match batch.instrument(span).await {
+                    Ok(b) if b.count > 0 => self.record(b.count, b.seconds),
+                    Ok(_) => break,
+                    Err(e) => {
+                        tracing::error!(key_id = %key.key_id, error = %e, "detection step failed");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Account one batch of `count` messages that took `seconds` on a pool: the detection time
+    /// metric, and the per-message time and capacity from batches that used every thread.
     fn record(&mut self, count: usize, seconds: f64) {
         let m = &self.state.metrics.detection;
         m.detect_seconds.inc_by(seconds);
-        if count >= self.pool.current_num_threads() {
+        if count >= self.pools.threads() {
             let per = seconds / count as f64;
             let mean = self.per_message_secs.map_or(per, |m| 0.8 * m + 0.2 * per);
             self.per_message_secs = Some(mean);
             m.capacity.set(1.0 / mean);
         }
+    }
+}
+
+/// A task aborted when its handle is dropped (the loop was cancelled or restarted while it ran).
+/// A job already on the pool finishes there; a commit that did not happen leaves the cursor
+/// where it was, and the next batch redoes the work.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
