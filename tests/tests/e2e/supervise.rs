@@ -1,7 +1,7 @@
 //! The supervised worker end to end on each store: detection jobs that panic (injected) restart
 //! the worker loop with backoff; after three restarts `/readyz` answers 503 naming the reason,
 //! and once the worker works again it is ready, and the key's digest is exact: every message
-//! posted decodes, none twice.
+//! posted decodes, none twice; the restarted loop kept its lease.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -77,5 +77,10 @@ async fn panicking_detection_restarts_the_worker_and_loses_nothing(db: &TestDb) 
         3,
         "restarted without a panic"
     );
+    // A restarted loop kept its lease: it was acquired once, never lost or taken again.
+    let acquired = "omr_lease_changes_total{change=\"acquired\"}";
+    assert_eq!(counter(&api, acquired).await, 1, "{acquired}");
+    let released = "omr_lease_changes_total{change=\"released\"}";
+    assert_eq!(counter(&api, released).await, 0, "{released}");
     s.stop().await;
 }

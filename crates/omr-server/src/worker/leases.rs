@@ -4,31 +4,40 @@
 //! holds at most ⌈keys / live workers⌉ and gives back its surplus when another joins. Leases
 //! only decide who works; the compare-and-set commit decides what is committed.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use omr_store::StoreError;
 
 use crate::state::AppState;
 
+/// What the worker held at its last renewal, kept across restarts of its loop (a restarted loop
+/// keeps its leases: they are not counted as acquired again).
+pub(super) type Held = Arc<Mutex<Vec<String>>>;
+
 /// This worker's leases and when they were last renewed.
 pub(super) struct Leases {
     owner: String,
     lease: Duration,
     held: Vec<String>,
+    carried: Held,
     /// Live workers at the last renewal (0 before the first).
     live_workers: u64,
     renewed_at: Instant,
 }
 
 impl Leases {
-    /// No leases held yet, under the worker id `owner` (see [`worker_id`]).
-    pub(super) fn new(state: &AppState, owner: String) -> Self {
+    /// The leases of the worker id `owner` (see [`worker_id`]): those `carried` from an earlier
+    /// incarnation of the loop, until the first renewal says what it holds now.
+    pub(super) fn new(state: &AppState, owner: String, carried: Held) -> Self {
         let lease = Duration::from_secs(state.config.lease_secs.max(1));
-        tracing::info!(worker_id = %owner, lease_secs = lease.as_secs(), "leasing keys");
+        let held = carried.lock().map(|h| h.clone()).unwrap_or_default();
+        tracing::info!(worker_id = %owner, lease_secs = lease.as_secs(), kept = held.len(), "leasing keys");
         Self {
             owner,
             lease,
-            held: Vec::new(),
+            held,
+            carried,
             live_workers: 0,
             renewed_at: Instant::now(),
         }
@@ -55,6 +64,9 @@ impl Leases {
             self.live_workers = grant.live_workers;
         }
         self.held = grant.keys;
+        if let Ok(mut carried) = self.carried.lock() {
+            carried.clone_from(&self.held);
+        }
         state.metrics.leased_keys.set(self.held.len() as i64);
         self.renewed_at = Instant::now();
         Ok(())

@@ -75,8 +75,10 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
         "detection worker started"
     );
     let listener = spawn_board_listener(&state, &cancel);
+    let held = leases::Held::default();
     supervise::supervise(&state, &cancel, |incarnation| {
-        let mut worker = Worker::new(state.clone(), pools.clone(), owner.clone());
+        let leases = Leases::new(&state, owner.clone(), held.clone());
+        let mut worker = Worker::new(state.clone(), pools.clone(), leases);
         async move {
             worker.serve_until(&incarnation).await;
             Ok(())
@@ -105,10 +107,9 @@ fn spawn_board_listener(state: &AppState, cancel: &CancellationToken) -> JoinHan
 }
 
 impl Worker {
-    fn new(state: Arc<AppState>, pools: pool::Pools, owner: String) -> Self {
+    fn new(state: Arc<AppState>, pools: pool::Pools, leases: Leases) -> Self {
         let cache = KeyCache::new(&state);
         let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
-        let leases = Leases::new(&state, owner);
         state
             .metrics
             .detection
