@@ -33,9 +33,10 @@
 //! ```
 
 use std::collections::BTreeSet;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
+use omr_core::keys::{CLUE_KEY_LIMIT, DETECTION_KEY_LIMIT, SECRET_KEY_LIMIT};
 use omr_core::{ClueKey, KeySet, SecretKey};
 use serde::{Deserialize, Serialize};
 
@@ -146,7 +147,7 @@ impl KeyDir {
 
     pub fn secret_key(&self) -> Result<SecretKey> {
         let path = self.file(SECRET_KEY_FILE);
-        let bytes = read(&path)?;
+        let bytes = read(&path, SECRET_KEY_LIMIT, "secret key")?;
         SecretKey::from_bytes(&bytes)
             .map_err(|e| Error::bad_file(path, format!("not a secret key: {e}")))
     }
@@ -157,7 +158,11 @@ impl KeyDir {
 
     /// The encoded detection key, as uploaded.
     pub fn detection_key_bytes(&self) -> Result<Vec<u8>> {
-        read(&self.file(DETECTION_KEY_FILE))
+        read(
+            &self.file(DETECTION_KEY_FILE),
+            DETECTION_KEY_LIMIT,
+            "detection key",
+        )
     }
 
     /// The registration, if the key was registered.
@@ -246,12 +251,36 @@ impl KeyDir {
 
 /// Read a clue key file (a recipient's public address).
 pub fn read_clue_key(path: &Path) -> Result<ClueKey> {
-    let bytes = read(path)?;
+    let bytes = read(path, CLUE_KEY_LIMIT, "clue key")?;
     ClueKey::from_bytes(&bytes).map_err(|e| Error::bad_file(path, format!("not a clue key: {e}")))
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::file("cannot read", path, e))
+/// Read a key file of at most `limit` bytes (its decoder's limit), allocating no more however
+/// large the file is: a clue key comes from someone else, and gigabytes must not be read.
+fn read(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>> {
+    let too_large = |len: u64| {
+        Error::bad_file(
+            path,
+            format!("{len} bytes is more than any {what} ({limit} bytes): not a {what}"),
+        )
+    };
+    let file = std::fs::File::open(path).map_err(|e| Error::file("cannot read", path, e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::file("cannot read", path, e))?
+        .len();
+    if len > limit as u64 {
+        return Err(too_large(len));
+    }
+    // The file may grow meanwhile: read at most one byte past the limit.
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::file("cannot read", path, e))?;
+    if bytes.len() > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 fn remove_if_exists(path: &Path) -> Result<()> {

@@ -116,7 +116,11 @@ fn peel(
         }
         let offset = cells[base + 1] + t * cells[base + 2];
         // The unique index in [start, end) congruent to offset mod t² (end - start ≤ M ≤ t²).
-        let first = start + (offset + modulus - start % modulus) % modulus;
+        // A digest near the top of u64 (a hostile server's) may put it past u64::MAX: not in
+        // the range either.
+        let Some(first) = start.checked_add((offset + modulus - start % modulus) % modulus) else {
+            continue;
+        };
         if first >= end || found.contains(&first) {
             continue;
         }
@@ -334,5 +338,22 @@ mod tests {
                 Err(OmrError::Overflow { .. })
             ));
         }
+    }
+
+    #[test]
+    fn a_bucket_pointing_past_u64_max_is_junk_not_an_overflow_panic() {
+        // A hostile digest at the top of the index space whose one non-empty bucket names the
+        // index start + t² - 1 > u64::MAX (debug builds used to panic on the addition).
+        let layout = Layout::new(&OMR_V1, 4);
+        let (t, modulus) = (layout.t, layout.t * layout.t);
+        let (start, end) = (u64::MAX - 3, u64::MAX);
+        let offset = (start % modulus + modulus - 1) % modulus;
+        let mut plain = vec![0u64; layout.index_polys * layout.n];
+        let base = layout.slot(0, 0);
+        plain[base..base + 3].copy_from_slice(&[1, offset % t, offset / t]);
+        assert!(matches!(
+            peel(&layout, &[7; 32], start, end, &plain, 4),
+            Err(OmrError::Overflow { .. })
+        ));
     }
 }

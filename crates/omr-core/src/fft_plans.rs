@@ -93,4 +93,25 @@ mod tests {
             assert_eq!(parse(bad, 1024).or(parse(bad, 256)), None, "{bad:?}");
         }
     }
+
+    proptest::proptest! {
+        // The record is a file on disk: whatever a line says, it is refused or it makes a plan
+        // (tfhe-fft panics on a plan it could not have chosen).
+        #[test]
+        fn a_record_line_is_refused_or_makes_a_plan(
+            set: proptest::sample::Index,
+            algo in 0usize..ALGOS.len() + 1,
+            base_log in 0u32..14,
+            junk: String,
+        ) {
+            let p = crate::params::ALL[set.index(crate::params::ALL.len())];
+            for n in [p.n1 / 2, p.n2 / 2] {
+                let name = ALGOS.get(algo).map_or("dif3", |(_, s)| s);
+                let _ = parse(&junk, n);
+                if let Some((base_algo, base_n)) = parse(&format!("{n} {name} {}", 1usize << base_log), n) {
+                    Plan::new(n, Method::UserProvided { base_algo, base_n });
+                }
+            }
+        }
+    }
 }

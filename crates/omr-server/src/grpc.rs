@@ -46,46 +46,7 @@ impl DetectorService {
 
     /// Check the header against this server before any key bytes are accepted.
     fn check_header(&self, h: &RegistrationHeader) -> Result<(), ServiceError> {
-        let malformed = |m: String| ServiceError::new(ErrorCode::MalformedUpload, m);
-        let params = ParamSet::by_name(&h.param_set).map_err(|_| {
-            ServiceError::new(
-                ErrorCode::ParamSetMismatch,
-                format!("unknown parameter set {:?}", h.param_set),
-            )
-        })?;
-        if params != self.state.params {
-            return Err(ServiceError::new(
-                ErrorCode::ParamSetMismatch,
-                format!(
-                    "parameter set {} is not this server's ({})",
-                    params.name, self.state.params.name
-                ),
-            ));
-        }
-        if h.kbar == 0 || h.kbar as usize > params.max_kbar {
-            return Err(malformed(format!(
-                "k̄ = {} is out of range 1..={}",
-                h.kbar, params.max_kbar
-            )));
-        }
-        if h.total_bytes == 0 {
-            return Err(malformed("total_bytes must be the key's size".into()));
-        }
-        if h.total_bytes > self.state.config.max_key_bytes {
-            return Err(ServiceError::new(
-                ErrorCode::KeyTooLarge,
-                format!(
-                    "key of {} bytes exceeds the limit of {} bytes",
-                    h.total_bytes, self.state.config.max_key_bytes
-                ),
-            ));
-        }
-        if h.start.is_none() {
-            return Err(malformed(
-                "header must say where to start: from_now or start_index".into(),
-            ));
-        }
-        Ok(())
+        check_header(h, self.state.params, self.state.config.max_key_bytes)
     }
 
     /// Refuse a registration when `max_keys` keys are registered already, or when it starts
@@ -369,6 +330,55 @@ impl Detector for DetectorService {
             max_key_bytes: self.state.config.max_key_bytes,
         }))
     }
+}
+
+/// Check a registration header against a server running `server_params` that accepts keys of
+/// at most `max_key_bytes`, before any key byte is read. Public for the decoder fuzz tests.
+pub fn check_header(
+    h: &RegistrationHeader,
+    server_params: &'static ParamSet,
+    max_key_bytes: u64,
+) -> Result<(), ServiceError> {
+    let malformed = |m: String| ServiceError::new(ErrorCode::MalformedUpload, m);
+    let params = ParamSet::by_name(&h.param_set).map_err(|_| {
+        ServiceError::new(
+            ErrorCode::ParamSetMismatch,
+            format!("unknown parameter set {:?}", h.param_set),
+        )
+    })?;
+    if params != server_params {
+        return Err(ServiceError::new(
+            ErrorCode::ParamSetMismatch,
+            format!(
+                "parameter set {} is not this server's ({})",
+                params.name, server_params.name
+            ),
+        ));
+    }
+    if h.kbar == 0 || h.kbar as usize > params.max_kbar {
+        return Err(malformed(format!(
+            "k̄ = {} is out of range 1..={}",
+            h.kbar, params.max_kbar
+        )));
+    }
+    if h.total_bytes == 0 {
+        return Err(malformed("total_bytes must be the key's size".into()));
+    }
+    if h.total_bytes > max_key_bytes {
+        return Err(ServiceError::new(
+            ErrorCode::KeyTooLarge,
+            format!(
+                "key of {} bytes exceeds the limit of {} bytes",
+                h.total_bytes, max_key_bytes
+            ),
+        ));
+    }
+    if h.start.is_none() {
+        return Err(malformed(
+            "header must say where to start: from_now or start_index".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A malformed key upload, as a gRPC status.

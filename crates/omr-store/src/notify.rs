@@ -94,4 +94,15 @@ mod tests {
         assert_eq!(super::parse_progress("k"), None);
         assert_eq!(super::parse_progress("k x"), None);
     }
+
+    proptest::proptest! {
+        // A notification payload is read from the database: anything parses or is ignored,
+        // and what `commit_progress` sends comes back.
+        #[test]
+        fn any_payload_parses_or_is_ignored(payload: String, key: String, cursor: u64) {
+            let _ = super::parse_progress(&payload);
+            let sent = format!("{key} {cursor}");
+            proptest::prop_assert_eq!(super::parse_progress(&sent), Some((key.as_str(), cursor)));
+        }
+    }
 }

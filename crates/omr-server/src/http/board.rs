@@ -43,7 +43,7 @@ pub(super) async fn post_message(
     let result = async {
         let kind = body_kind(&headers)?;
         let bytes = read_body(&headers, body, SINGLE_BODY_LIMIT).await?;
-        let message = body::message(&state, kind, &bytes)?;
+        let message = body::message(state.params, kind, &bytes)?;
         commit(&state, vec![message], "single").await
     }
     .await;
@@ -74,7 +74,7 @@ pub(super) async fn post_batch(
         let kind = body_kind(&headers)?;
         let max = state.config.max_batch_messages;
         let bytes = read_body(&headers, body, max * SINGLE_BODY_LIMIT).await?;
-        let messages = body::batch(&state, kind, &bytes, max)?;
+        let messages = body::batch(state.params, kind, &bytes, max)?;
         if messages.is_empty() {
             return Err(ServiceError::new(
                 ErrorCode::EmptyBatch,

@@ -1,22 +1,28 @@
 //! Request bodies of the board: the Content-Type, the size limit, and each message decoded and
-//! validated against the server's parameter set, alone or in a batch.
+//! validated against the server's parameter set, alone or in a batch. [`message`] and [`batch`]
+//! are public so that the decoder fuzz tests (`tests/fuzz`) call them as the routes do.
+
+use std::cell::Cell;
+use std::fmt;
 
 use axum::body::{to_bytes, Body};
 use axum::http::{header, HeaderMap};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use omr_api::http::{BatchIn, MessageIn};
+use omr_api::http::MessageIn;
 use omr_api::ErrorCode;
-use omr_core::{validate_payload, Clue, Message};
+use omr_core::{validate_payload, Clue, Message, ParamSet};
 use omr_store::NewMessage;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::error::ServiceError;
-use crate::state::AppState;
 
 /// Largest single-message body (JSON base64 of the largest clue and payload, with room).
-pub(super) const SINGLE_BODY_LIMIT: usize = 16 * 1024;
+pub const SINGLE_BODY_LIMIT: usize = 16 * 1024;
 
-pub(super) enum BodyKind {
+/// How a body is encoded (its Content-Type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
     Json,
     Binary,
 }
@@ -72,9 +78,9 @@ pub(super) async fn read_body(
         .map_err(|_| too_large())
 }
 
-/// The one message of a `POST /v1/messages` body.
-pub(super) fn message(
-    state: &AppState,
+/// The one message of a `POST /v1/messages` body, for a server running `params`.
+pub fn message(
+    params: &'static ParamSet,
     kind: BodyKind,
     bytes: &[u8],
 ) -> Result<NewMessage, ServiceError> {
@@ -82,52 +88,128 @@ pub(super) fn message(
         BodyKind::Json => {
             let m: MessageIn = serde_json::from_slice(bytes)
                 .map_err(|e| ServiceError::new(ErrorCode::MalformedJson, e.to_string()))?;
-            from_json(state, &m)
+            from_json(params, &m)
         }
-        BodyKind::Binary => from_binary(state, bytes),
+        BodyKind::Binary => from_binary(params, bytes),
     }
 }
 
 /// The messages of a `POST /v1/messages/batch` body, at most `max` of them.
-pub(super) fn batch(
-    state: &AppState,
+pub fn batch(
+    params: &'static ParamSet,
     kind: BodyKind,
     bytes: &[u8],
     max: usize,
 ) -> Result<Vec<NewMessage>, ServiceError> {
     match kind {
-        BodyKind::Json => batch_from_json(state, bytes, max),
-        BodyKind::Binary => batch_from_binary(state, bytes, max),
+        BodyKind::Json => batch_from_json(params, bytes, max),
+        BodyKind::Binary => batch_from_binary(params, bytes, max),
     }
 }
 
-fn too_many(n: usize, max: usize) -> ServiceError {
+fn too_many(max: usize) -> ServiceError {
     ServiceError::new(
         ErrorCode::BatchTooLarge,
-        format!("{n} messages in one batch; the limit is {max}"),
+        format!("more than {max} messages in one batch; the limit is {max}"),
     )
 }
 
 fn batch_from_json(
-    state: &AppState,
+    params: &'static ParamSet,
     bytes: &[u8],
     max: usize,
 ) -> Result<Vec<NewMessage>, ServiceError> {
-    let b: BatchIn = serde_json::from_slice(bytes)
-        .map_err(|e| ServiceError::new(ErrorCode::MalformedJson, e.to_string()))?;
-    if b.messages.len() > max {
-        return Err(too_many(b.messages.len(), max));
-    }
-    b.messages
+    let over = Cell::new(false);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let messages = BoundedBatch { max, over: &over }
+        .deserialize(&mut de)
+        .and_then(|m| de.end().map(|()| m))
+        .map_err(|e| {
+            if over.get() {
+                too_many(max)
+            } else {
+                ServiceError::new(ErrorCode::MalformedJson, e.to_string())
+            }
+        })?;
+    messages
         .iter()
         .enumerate()
-        .map(|(i, m)| from_json(state, m).map_err(|e| e.at(format_args!("message {i}"))))
+        .map(|(i, m)| from_json(params, m).map_err(|e| e.at(format_args!("message {i}"))))
         .collect()
+}
+
+/// A JSON [`omr_api::http::BatchIn`] of at most `max` messages, refused at message `max + 1`
+/// (`over` is then set): serde's own `Vec` would hold every message of the body first, ≈ 3
+/// bytes per body byte for a body of empty messages.
+struct BoundedBatch<'a> {
+    max: usize,
+    over: &'a Cell<bool>,
+}
+
+impl<'de> DeserializeSeed<'de> for BoundedBatch<'_> {
+    type Value = Vec<MessageIn>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_struct("BatchIn", &["messages"], self)
+    }
+}
+
+impl<'de> Visitor<'de> for BoundedBatch<'_> {
+    type Value = Vec<MessageIn>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(r#"an object {"messages": [...]}"#)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut messages = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key != "messages" {
+                return Err(de::Error::unknown_field(&key, &["messages"]));
+            }
+            if messages.is_some() {
+                return Err(de::Error::duplicate_field("messages"));
+            }
+            messages = Some(map.next_value_seed(BoundedMessages(self.max, self.over))?);
+        }
+        messages.ok_or_else(|| de::Error::missing_field("messages"))
+    }
+}
+
+/// The `messages` array of a [`BoundedBatch`].
+struct BoundedMessages<'a>(usize, &'a Cell<bool>);
+
+impl<'de> DeserializeSeed<'de> for BoundedMessages<'_> {
+    type Value = Vec<MessageIn>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for BoundedMessages<'_> {
+    type Value = Vec<MessageIn>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of messages")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(m) = seq.next_element::<MessageIn>()? {
+            if out.len() == self.0 {
+                self.1.set(true);
+                return Err(de::Error::custom("too many messages"));
+            }
+            out.push(m);
+        }
+        Ok(out)
+    }
 }
 
 /// A sequence of (u32 little-endian length, Message encoding).
 fn batch_from_binary(
-    state: &AppState,
+    params: &'static ParamSet,
     bytes: &[u8],
     max: usize,
 ) -> Result<Vec<NewMessage>, ServiceError> {
@@ -135,11 +217,11 @@ fn batch_from_binary(
     let mut rest = bytes;
     while !rest.is_empty() {
         if out.len() == max {
-            return Err(too_many(max + 1, max));
+            return Err(too_many(max));
         }
         let i = out.len();
         let (message, tail) =
-            next_binary(state, rest).map_err(|e| e.at(format_args!("message {i}")))?;
+            next_binary(params, rest).map_err(|e| e.at(format_args!("message {i}")))?;
         out.push(message);
         rest = tail;
     }
@@ -148,7 +230,7 @@ fn batch_from_binary(
 
 /// The first length-prefixed message of `rest`, and what follows it.
 fn next_binary<'a>(
-    state: &AppState,
+    params: &'static ParamSet,
     rest: &'a [u8],
 ) -> Result<(NewMessage, &'a [u8]), ServiceError> {
     if rest.len() < 4 {
@@ -164,11 +246,11 @@ fn next_binary<'a>(
             "truncated message",
         ));
     }
-    Ok((from_binary(state, &rest[4..4 + len])?, &rest[4 + len..]))
+    Ok((from_binary(params, &rest[4..4 + len])?, &rest[4 + len..]))
 }
 
 /// Decode and validate one JSON message against the server's parameter set.
-fn from_json(state: &AppState, m: &MessageIn) -> Result<NewMessage, ServiceError> {
+fn from_json(params: &'static ParamSet, m: &MessageIn) -> Result<NewMessage, ServiceError> {
     let clue = B64.decode(m.clue.as_bytes()).map_err(|e| {
         ServiceError::new(ErrorCode::MalformedClue, format!("clue is not base64: {e}"))
     })?;
@@ -179,30 +261,76 @@ fn from_json(state: &AppState, m: &MessageIn) -> Result<NewMessage, ServiceError
         )
     })?;
     let decoded = Clue::from_bytes(&clue).map_err(|e| ServiceError::from_omr("clue", e))?;
-    check_params(state, decoded.params().name)?;
-    validate_payload(state.params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
+    check_params(params, decoded.params().name)?;
+    validate_payload(params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
     Ok(NewMessage { clue, payload })
 }
 
 /// Decode and validate one binary message (`omr_core::Message` encoding).
-fn from_binary(state: &AppState, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
+fn from_binary(params: &'static ParamSet, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
     let m = Message::from_bytes(bytes).map_err(|e| ServiceError::from_omr("message", e))?;
-    check_params(state, m.params().name)?;
+    check_params(params, m.params().name)?;
     Ok(NewMessage {
         clue: m.clue.to_bytes(),
         payload: m.payload,
     })
 }
 
-fn check_params(state: &AppState, got: &str) -> Result<(), ServiceError> {
-    if got != state.params.name {
+fn check_params(params: &ParamSet, got: &str) -> Result<(), ServiceError> {
+    if got != params.name {
         return Err(ServiceError::new(
             ErrorCode::ParamSetMismatch,
             format!(
                 "clue uses parameter set {got}; this server runs {}",
-                state.params.name
+                params.name
             ),
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use omr_core::INSECURE_TEST;
+
+    fn json_batch(body: &str, max: usize) -> Result<Vec<NewMessage>, ErrorCode> {
+        batch(&INSECURE_TEST, BodyKind::Json, body.as_bytes(), max).map_err(|e| e.code)
+    }
+
+    #[test]
+    fn a_json_batch_is_refused_at_one_message_past_the_limit_and_otherwise_as_before() {
+        let batch_of = |n: usize| {
+            let m = vec![r#"{"clue":"","payload":""}"#; n].join(",");
+            format!(r#"{{"messages":[{m}]}}"#)
+        };
+        assert_eq!(
+            json_batch(&batch_of(4), 3).unwrap_err(),
+            ErrorCode::BatchTooLarge
+        );
+        assert_eq!(
+            json_batch(&batch_of(100_000), 3).unwrap_err(),
+            ErrorCode::BatchTooLarge
+        );
+        // Within the limit, the messages are parsed and checked (an empty clue is malformed).
+        assert_eq!(
+            json_batch(&batch_of(3), 3).unwrap_err(),
+            ErrorCode::MalformedClue
+        );
+        assert_eq!(json_batch(&batch_of(0), 3).unwrap().len(), 0);
+        for bad in [
+            r#"{"messages":[],"extra":1}"#,
+            r#"{"messages":[],"messages":[]}"#,
+            r#"{}"#,
+            r#"{"messages":[]} trailing"#,
+            r#"{"messages":[{"clue":"","payload":"","x":1}]}"#,
+            r#"[]"#,
+        ] {
+            assert_eq!(
+                json_batch(bad, 3).unwrap_err(),
+                ErrorCode::MalformedJson,
+                "{bad}"
+            );
+        }
+    }
 }

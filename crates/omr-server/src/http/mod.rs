@@ -6,7 +6,7 @@
 
 mod about;
 mod board;
-mod body;
+pub mod body;
 mod probes;
 
 use std::sync::Arc;

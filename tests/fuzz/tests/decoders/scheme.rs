@@ -1,0 +1,141 @@
+//! omr-core's decoders: every `from_bytes` of a type that crosses a process boundary, a digest
+//! decoded all the way to messages with the recipient's secret key, and the expanded key's file
+//! format. Allocation bounds are per input byte: a value packed in b bits becomes a u64, so a
+//! decoder may allocate 64/b bytes per input byte for it, and never more however large a length
+//! the input declares.
+
+use omr_core::{
+    Accumulator, Clue, ClueKey, CompressedDetectionKey, DetectionKey, Digest, DigestKey, Message,
+    SecretKey, INSECURE_TEST,
+};
+
+use crate::fixtures::{both, insecure, insecure_secret, omr_v1};
+use crate::harness::{Decoder, Field, SLACK};
+
+/// k̄ (u32) right after the 6-byte header.
+fn kbar_field(_: &[u8]) -> Vec<Field> {
+    vec![(6, 4)]
+}
+
+/// k̄ then the range's start and end (u64 each), as accumulators and digests encode them.
+fn kbar_and_range_fields(_: &[u8]) -> Vec<Field> {
+    vec![(6, 4), (10, 8), (18, 8)]
+}
+
+pub fn clue() -> Decoder {
+    // 10-bit (insecure) and 12-bit (omr-v1) values.
+    Decoder::new("clue", both(|f| f.clues.clone()), Clue::from_bytes)
+        .alloc(6.5, SLACK)
+        .cases(1000)
+}
+
+pub fn message() -> Decoder {
+    Decoder::new("message", both(|f| f.messages.clone()), Message::from_bytes)
+        .fields(|_| vec![(6, 2)])
+        .alloc(6.5, SLACK)
+        .cases(1000)
+}
+
+pub fn clue_key() -> Decoder {
+    // omr-v1 keeps 22 bits of each body coefficient.
+    Decoder::new(
+        "clue key",
+        both(|f| vec![f.clue_key.clone()]),
+        ClueKey::from_bytes,
+    )
+    .alloc(3.0, SLACK)
+    .cases(1000)
+}
+
+pub fn secret_key() -> Decoder {
+    // One bit per key coefficient.
+    let valid = both(|f| vec![f.secret_key.clone()]);
+    Decoder::new("secret key", valid, SecretKey::from_bytes)
+        .fields(kbar_field)
+        .alloc(64.0, SLACK)
+        .cases(500)
+}
+
+pub fn detection_key() -> Decoder {
+    let valid = vec![insecure().detection_key.clone()];
+    Decoder::new("detection key", valid, CompressedDetectionKey::from_bytes)
+        .fields(kbar_field)
+        .alloc(1.5, SLACK)
+        .cases(48)
+}
+
+/// The 107 MB production key: a few cases of each property.
+pub fn detection_key_omr_v1() -> Decoder {
+    let valid = vec![omr_v1().detection_key.clone()];
+    Decoder::new("detection key (omr-v1)", valid, |b| {
+        CompressedDetectionKey::from_bytes(b)
+    })
+    .fields(kbar_field)
+    .alloc(1.5, SLACK)
+    .cases(3)
+}
+
+pub fn accumulator() -> Decoder {
+    let valid = both(|f| f.accumulators.clone());
+    Decoder::new("accumulator", valid, Accumulator::from_bytes)
+        .fields(kbar_and_range_fields)
+        .alloc(1.0, SLACK)
+        .cases(300)
+}
+
+pub fn digest() -> Decoder {
+    // 19-bit (insecure) and 18-bit (omr-v1) values.
+    Decoder::new("digest", both(|f| f.digests.clone()), Digest::from_bytes)
+        .fields(kbar_and_range_fields)
+        .alloc(3.6, SLACK)
+        .cases(300)
+}
+
+/// A downloaded digest decoded to messages, as `omr digest` does.
+pub fn digest_decoded() -> Decoder {
+    let valid = insecure().digests.clone();
+    Decoder::new("digest, decoded with the secret key", valid, |b| {
+        insecure_secret().decode(&Digest::from_bytes(b)?)
+    })
+    .fields(kbar_and_range_fields)
+    .alloc(3.6, SLACK)
+    .cases(300)
+}
+
+pub fn digest_key() -> Decoder {
+    // Expanded on decoding: the NTT-domain rows are twice the bodies.
+    let valid = both(|f| vec![f.digest_key.clone()]);
+    Decoder::new("digest key", valid, DigestKey::from_bytes)
+        .fields(kbar_field)
+        .alloc(2.0, SLACK)
+        .cases(300)
+}
+
+/// Offsets of the expanded key file's k̄ and container counts (after the header and the
+/// fingerprint; the fifth count is the number of trace keys, one count each follows).
+fn expanded_fields(b: &[u8]) -> Vec<Field> {
+    let mut fields = vec![(14, 4)];
+    let traces = u64::from_le_bytes(b[82..90].try_into().expect("8 bytes")) as usize;
+    fields.extend((0..6 + traces).map(|i| (50 + 8 * i, 8)));
+    fields
+}
+
+/// The largest container of an insecure expanded key (the level-2 Fourier bootstrapping key):
+/// read_expanded allocates it once its count matches the set, before reading it.
+pub fn largest_expanded_container() -> usize {
+    let p = &INSECURE_TEST;
+    p.lwe2_dim * 4 * p.bsk2_levels * p.n2 / 2 * 16
+}
+
+pub fn expanded_key() -> Decoder {
+    let valid = vec![insecure()
+        .expanded
+        .clone()
+        .expect("insecure fixture expands")];
+    Decoder::new("expanded detection key", valid, |b| {
+        DetectionKey::from_expanded_bytes(b, &INSECURE_TEST)
+    })
+    .fields(expanded_fields)
+    .alloc(1.0, largest_expanded_container() + SLACK)
+    .cases(32)
+}
