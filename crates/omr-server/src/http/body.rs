@@ -1,5 +1,5 @@
 //! Request bodies of the board: the Content-Type, the size limit, and each message decoded and
-//! validated against the server's parameter set, alone or in a batch.
+//! validated against the server's parameter set and its postage, alone or in a batch.
 
 use axum::body::{to_bytes, Body};
 use axum::http::{header, HeaderMap};
@@ -7,7 +7,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_api::http::{BatchIn, MessageIn};
 use omr_api::ErrorCode;
-use omr_core::{validate_payload, Clue, Message};
+use omr_core::{validate_payload, Clue, Message, Postage};
 use omr_store::NewMessage;
 
 use crate::error::ServiceError;
@@ -181,6 +181,7 @@ fn from_json(state: &AppState, m: &MessageIn) -> Result<NewMessage, ServiceError
     let decoded = Clue::from_bytes(&clue).map_err(|e| ServiceError::from_omr("clue", e))?;
     check_params(state, decoded.params().name)?;
     validate_payload(state.params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
+    check_postage(state, &clue, &payload, m.nonce)?;
     Ok(NewMessage { clue, payload })
 }
 
@@ -188,10 +189,30 @@ fn from_json(state: &AppState, m: &MessageIn) -> Result<NewMessage, ServiceError
 fn from_binary(state: &AppState, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
     let m = Message::from_bytes(bytes).map_err(|e| ServiceError::from_omr("message", e))?;
     check_params(state, m.params().name)?;
+    let clue = m.clue.to_bytes();
+    check_postage(state, &clue, &m.payload, m.nonce)?;
     Ok(NewMessage {
-        clue: m.clue.to_bytes(),
+        clue,
         payload: m.payload,
     })
+}
+
+/// With `postage_bits` > 0, the message's stamp (over the clue bytes as stored): refused with
+/// `postage_required` without a nonce, `postage_invalid` with one that falls short. One
+/// SHA-256 of the message, before anything is queued.
+fn check_postage(
+    state: &AppState,
+    clue: &[u8],
+    payload: &[u8],
+    nonce: Option<u64>,
+) -> Result<(), ServiceError> {
+    let bits = state.config.postage_bits;
+    if bits == 0 {
+        return Ok(());
+    }
+    Postage::new(state.params, clue, payload)
+        .check(bits, nonce)
+        .map_err(|e| ServiceError::from_omr("message", e))
 }
 
 fn check_params(state: &AppState, got: &str) -> Result<(), ServiceError> {
