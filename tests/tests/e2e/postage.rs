@@ -10,7 +10,6 @@ use base64::Engine;
 use omr_client::Client;
 use omr_core::{ClueKey, Message, Postage, INSECURE_TEST};
 use omr_proto::v1::registration_header::Start;
-use omr_proto::v1::GetParamsRequest;
 use omr_test_support::{insecure_keys, quick_detection, test_each_backend, TestDb, TestServer};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -50,34 +49,15 @@ fn json_of(m: &Message) -> Value {
     v
 }
 
-async fn post_json(s: &TestServer, path: &str, body: &Value) -> (StatusCode, Value) {
-    let r = reqwest::Client::new()
-        .post(s.url(path))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn post_binary(s: &TestServer, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
-    let r = reqwest::Client::new()
-        .post(s.url(path))
-        .header("content-type", "application/octet-stream")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
+const BINARY: Option<&str> = Some("application/octet-stream");
 
 /// Post `m` as JSON and as its binary encoding; both answers.
 async fn post_both(s: &TestServer, m: &Message) -> [(StatusCode, Value); 2] {
     [
-        post_json(s, "/v1/messages", &json_of(m)).await,
-        post_binary(s, "/v1/messages", m.to_bytes()).await,
+        s.client().post_json("/v1/messages", &json_of(m)).await,
+        s.client()
+            .post_bytes("/v1/messages", BINARY, m.to_bytes())
+            .await,
     ]
 }
 
@@ -107,15 +87,7 @@ async fn postage_on_refuses_missing_and_wrong_stamps_and_stores_nothing(db: &Tes
     let s = with_postage(db).await;
     let params: Value = s.client().get("/v1/params").await.json().await.unwrap();
     assert_eq!(params["postage_bits"], BITS, "{params}");
-    let grpc = s
-        .client()
-        .detector()
-        .await
-        .get_params(GetParamsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(grpc.postage_bits, BITS);
+    assert_eq!(s.client().grpc_params().await.postage_bits, BITS);
 
     let to = insecure_keys(4).clue_key;
     // No stamp: the old encoding (version 1) and JSON without `nonce`.
@@ -209,13 +181,15 @@ async fn a_batch_with_one_bad_stamp_is_refused_whole(db: &TestDb) {
     ] {
         let batch = [&good[0], bad];
         let answers = [
-            post_json(
-                &s,
-                "/v1/messages/batch",
-                &json!({"messages": batch.map(json_of)}),
-            )
-            .await,
-            post_binary(&s, "/v1/messages/batch", framed(&batch)).await,
+            s.client()
+                .post_json(
+                    "/v1/messages/batch",
+                    &json!({"messages": batch.map(json_of)}),
+                )
+                .await,
+            s.client()
+                .post_bytes("/v1/messages/batch", BINARY, framed(&batch))
+                .await,
         ];
         assert_refused(&answers, code);
         for (_, body) in &answers {
@@ -227,14 +201,18 @@ async fn a_batch_with_one_bad_stamp_is_refused_whole(db: &TestDb) {
     }
     assert_eq!(head(&s).await, 0, "a refused batch stored something");
     let all: Vec<&Message> = good.iter().collect();
-    let (status, body) = post_binary(&s, "/v1/messages/batch", framed(&all)).await;
+    let (status, body) = s
+        .client()
+        .post_bytes("/v1/messages/batch", BINARY, framed(&all))
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let (status, body) = post_json(
-        &s,
-        "/v1/messages/batch",
-        &json!({"messages": all.iter().map(|m| json_of(m)).collect::<Vec<_>>()}),
-    )
-    .await;
+    let (status, body) = s
+        .client()
+        .post_json(
+            "/v1/messages/batch",
+            &json!({"messages": all.iter().map(|m| json_of(m)).collect::<Vec<_>>()}),
+        )
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(head(&s).await, 6);
 }
