@@ -49,6 +49,11 @@ pub enum ErrorCode {
     Busy,
     /// A key upload took longer than `key_upload_timeout_secs`.
     UploadTimeout,
+    /// The server requires postage (`postage_bits` > 0) and the message carries no stamp.
+    PostageRequired,
+    /// The message's stamp does not have the leading zero bits the server requires (wrong,
+    /// insufficient, or made for another message).
+    PostageInvalid,
     /// The server is shutting down: nothing was stored, retry.
     Unavailable,
     /// An internal failure; the server logged the cause.
@@ -57,7 +62,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::MalformedJson,
         ErrorCode::MalformedClue,
         ErrorCode::MalformedPayload,
@@ -79,6 +84,8 @@ impl ErrorCode {
         ErrorCode::StartIndexRetired,
         ErrorCode::Busy,
         ErrorCode::UploadTimeout,
+        ErrorCode::PostageRequired,
+        ErrorCode::PostageInvalid,
         ErrorCode::Unavailable,
         ErrorCode::Internal,
     ];
@@ -107,6 +114,8 @@ impl ErrorCode {
             ErrorCode::StartIndexRetired => "start_index_retired",
             ErrorCode::Busy => "busy",
             ErrorCode::UploadTimeout => "upload_timeout",
+            ErrorCode::PostageRequired => "postage_required",
+            ErrorCode::PostageInvalid => "postage_invalid",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
         }
@@ -130,6 +139,8 @@ impl ErrorCode {
             | ErrorCode::ParamSetMismatch
             | ErrorCode::EmptyBatch => 400,
             ErrorCode::Unauthorized => 401,
+            // Payment Required: postage is the payment (a proof of work, not money).
+            ErrorCode::PostageRequired | ErrorCode::PostageInvalid => 402,
             ErrorCode::Forbidden => 403,
             ErrorCode::UnknownKey => 404,
             ErrorCode::UploadTimeout => 408,
@@ -174,5 +185,7 @@ mod tests {
         assert_eq!(ErrorCode::UnknownKey.http_status(), 404);
         assert_eq!(ErrorCode::Internal.http_status(), 500);
         assert_eq!(ErrorCode::Unavailable.http_status(), 503);
+        assert_eq!(ErrorCode::PostageRequired.http_status(), 402);
+        assert_eq!(ErrorCode::PostageInvalid.http_status(), 402);
     }
 }

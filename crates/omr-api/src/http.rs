@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ErrorCode;
 
-/// A message as JSON: base64 of the clue's encoding and of the payload bytes.
+/// A message as JSON: base64 of the clue's encoding and of the payload bytes, and the postage
+/// stamp when the server asks for one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -16,6 +17,12 @@ pub struct MessageIn {
     pub clue: String,
     /// Base64 of the payload (at most `max_payload_bytes` bytes).
     pub payload: String,
+    /// The postage nonce (see `postage_bits` in `GET /v1/params`): SHA-256 of the
+    /// length-prefixed tag `omr-postage-v1`, parameter set name, clue bytes, payload bytes and
+    /// this nonce (8 bytes little-endian) must have `postage_bits` leading zero bits. Leave it
+    /// out when `postage_bits` is 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<u64>,
 }
 
 /// A batch of messages as JSON.
@@ -89,6 +96,10 @@ pub struct Params {
     pub max_key_bytes: u64,
     pub max_batch_messages: usize,
     pub board_head: u64,
+    /// Leading zero bits every message's postage stamp must have; 0: no postage (servers that
+    /// predate postage leave the field out).
+    #[serde(default)]
+    pub postage_bits: u32,
 }
 
 /// Query of `GET /v1/digests/{key_id}`.
@@ -188,5 +199,27 @@ mod tests {
         let m: Result<MessageIn, _> =
             serde_json::from_str(r#"{"clue": "AA==", "payload": "", "extra": 1}"#);
         assert!(m.is_err(), "unknown fields are refused");
+        let m: MessageIn = serde_json::from_str(r#"{"clue": "AA==", "payload": ""}"#).unwrap();
+        assert_eq!(m.nonce, None);
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            serde_json::json!({"clue": "AA==", "payload": ""}),
+            "no nonce, no field: a server without postage takes it"
+        );
+        let m: MessageIn = serde_json::from_str(
+            r#"{"clue": "AA==", "payload": "", "nonce": 18446744073709551615}"#,
+        )
+        .unwrap();
+        assert_eq!(m.nonce, Some(u64::MAX));
+    }
+
+    #[test]
+    fn params_of_a_server_without_postage_read_as_postage_off() {
+        let p: Params = serde_json::from_value(serde_json::json!({
+            "param_set": "omr-v1", "clue_bytes": 1548, "max_payload_bytes": 612, "max_kbar": 50,
+            "max_range": 65536, "max_key_bytes": 1, "max_batch_messages": 1000, "board_head": 0
+        }))
+        .unwrap();
+        assert_eq!(p.postage_bits, 0);
     }
 }

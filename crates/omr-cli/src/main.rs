@@ -65,7 +65,9 @@ the only credential for the key's digests and is shown nowhere else.")]
   omr send --to alice/clue.key --payload invoice.bin
   echo hi | omr send --to alice/clue.key --payload -
 
-Prints the message's board index.")]
+Prints the message's board index. When the server asks for postage (`postage_bits` in \
+GET /v1/params), omr first searches for the message's stamp on every core (a spinner shows \
+when it takes over a second) and says on stderr how long it took.")]
     Send(commands::SendArgs),
     /// Retrieve the messages detected for a key since the last call.
     #[command(after_help = "Examples:
@@ -103,6 +105,17 @@ Reports the online recipient's freshness (post to detected) against the same nod
 alone, how long every other key took to cover each message, and key load time against detection
 time (from /metrics).")]
     BenchCapacity(commands::CapacityArgs),
+    /// Measure postage: the time to solve stamps at several numbers of bits, on one thread and
+    /// on every core, and the cost of omrd's check (no server needed).
+    #[command(after_help = "Examples:
+  omr bench-postage
+  omr bench-postage --bits 16,20,24 --runs 20 --threads 1,0 --json
+
+Each number of bits solves stamps for --runs random messages (omr-v1 clues, full payloads) on \
+each thread count (0: every core); the smallest nonce does not depend on the thread count, so \
+every count does the same search. Reports mean, median, min and max solve time, the hash rate \
+and 2^bits / rate (the expected time), then the microseconds omrd's check takes per message.")]
+    BenchPostage(commands::PostageBenchArgs),
     /// Run the whole flow in one process: an embedded omrd, recipients, a board, digests.
     #[command(after_help = "Examples:
   omr demo
@@ -132,6 +145,14 @@ impl Servers {
         &self,
         reg: Option<&omr_client::Registration>,
     ) -> anyhow::Result<omr_client::Client> {
+        self.client_with(reg, omr_client::ClientOptions::default())
+    }
+
+    pub fn client_with(
+        &self,
+        reg: Option<&omr_client::Registration>,
+        options: omr_client::ClientOptions,
+    ) -> anyhow::Result<omr_client::Client> {
         let http = self
             .http
             .clone()
@@ -142,7 +163,7 @@ impl Servers {
             .clone()
             .or_else(|| reg.map(|r| r.grpc_url.clone()))
             .unwrap_or_else(|| DEFAULT_GRPC.to_string());
-        Ok(omr_client::Client::new(&http, &grpc)?)
+        Ok(omr_client::Client::with_options(&http, &grpc, options)?)
     }
 }
 
@@ -172,12 +193,13 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Keygen(a) => commands::keygen(a, ui, cli.json).await,
             Command::Register(a) => commands::register(a, ui, cli.json).await,
-            Command::Send(a) => commands::send(a, cli.json).await,
+            Command::Send(a) => commands::send(a, ui, cli.json).await,
             Command::Digest(a) => commands::digest(a, ui, cli.json).await,
             Command::Status(a) => commands::status(a, cli.json).await,
             Command::Delete(a) => commands::delete(a, cli.json).await,
             Command::Bench(a) => commands::bench(a, ui, cli.json).await,
             Command::BenchCapacity(a) => commands::bench_capacity(a, ui, cli.json).await,
+            Command::BenchPostage(a) => commands::bench_postage(a, ui, cli.json).await,
             Command::Demo(a) => demo::run(a, ui, cli.json).await,
         }
     });

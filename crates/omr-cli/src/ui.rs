@@ -1,8 +1,8 @@
 //! Progress bars (on stderr, hidden when it is not a terminal or with --quiet) and small
 //! formatting helpers.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use omr_client::Progress;
@@ -32,6 +32,16 @@ impl Ui {
         pb
     }
 
+    /// A spinner that shows only once `after` has passed: for work that is usually quick.
+    pub fn spinner_after(&self, msg: impl Into<String>, after: Duration) -> LateSpinner {
+        LateSpinner {
+            ui: *self,
+            msg: msg.into(),
+            shown_after: Instant::now() + after,
+            pb: OnceLock::new(),
+        }
+    }
+
     /// A bar counting bytes, with rate and time left.
     pub fn bytes(&self, msg: impl Into<String>, total: u64) -> ProgressBar {
         let pb = ProgressBar::with_draw_target(Some(total), self.target());
@@ -58,6 +68,31 @@ impl Ui {
         );
         pb.set_message(msg.into());
         pb
+    }
+}
+
+/// A spinner that appears late (see [`Ui::spinner_after`]).
+#[derive(Debug)]
+pub struct LateSpinner {
+    ui: Ui,
+    msg: String,
+    shown_after: Instant,
+    pb: OnceLock<ProgressBar>,
+}
+
+impl LateSpinner {
+    /// Show `detail` beside the message, once the spinner is due.
+    pub fn update(&self, detail: impl FnOnce() -> String) {
+        if Instant::now() >= self.shown_after {
+            let pb = self.pb.get_or_init(|| self.ui.spinner(self.msg.clone()));
+            pb.set_message(format!("{} {}", self.msg, detail()));
+        }
+    }
+
+    pub fn finish_and_clear(&self) {
+        if let Some(pb) = self.pb.get() {
+            pb.finish_and_clear();
+        }
     }
 }
 
@@ -106,6 +141,14 @@ pub fn preview(payload: &[u8]) -> String {
 
 pub fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
+}
+
+/// "2.31 s", or "14.2 ms" below a second.
+pub fn secs_ms(d: Duration) -> String {
+    match d.as_secs_f64() {
+        s if s >= 1.0 => format!("{s:.2} s"),
+        s => format!("{:.1} ms", s * 1e3),
+    }
 }
 
 /// The CPU's model name (from /proc/cpuinfo), for benchmark reports.

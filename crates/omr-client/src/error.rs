@@ -82,6 +82,9 @@ pub enum Error {
     /// A key, clue, message or digest failed to encode, decode or check.
     #[error(transparent)]
     Omr(#[from] omr_core::OmrError),
+    /// Postage could not be solved (the server asks for more bits than can be, or it stopped).
+    #[error(transparent)]
+    Postage(#[from] crate::postage::SolveError),
     /// A digest range holds more pertinent messages than k̄ and cannot be split further (one
     /// epoch of the server holds them all).
     #[error("board messages [{start}, {end}) hold more than k̄ = {kbar} messages for this key and the server cannot split the range further; register a key with a larger k̄ (omr keygen --kbar)")]

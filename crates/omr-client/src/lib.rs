@@ -8,6 +8,9 @@
 //!   that overflow k̄ and drops messages already seen. [`Client::wait_for_progress`] (an HTTP
 //!   long-poll) and [`Client::watch_status`] (a gRPC stream) wait for the server to detect
 //!   more; while they wait the recipient counts as online and its key is scheduled first.
+//! - When the server asks for postage (`postage_bits` in `GET /v1/params`), [`Client::send`]
+//!   first finds a stamp for the message on every core ([`postage::solve`]);
+//!   [`Client::send_stamped`] also reports what it cost.
 //! - [`KeyDir`] keeps a recipient's keys, registration and retrieval state in a directory, the
 //!   secret parts with mode 0600.
 //! - Errors are one enum, [`Error`], naming the server or file and what to do;
@@ -56,10 +59,12 @@
 mod client;
 mod error;
 pub mod keydir;
+pub mod postage;
 mod retrieve;
 
-pub use client::{Client, ClientOptions, FetchedDigest, KeyStatus, Progress, ServerParams};
+pub use client::{Client, ClientOptions, FetchedDigest, KeyStatus, Progress, Sent, ServerParams};
 pub use error::{Api, Error, Result};
 pub use keydir::{DigestState, KeyDir, Registration};
 pub use omr_api::StartAt;
+pub use postage::Stamp;
 pub use retrieve::{split_point, Retrieval};

@@ -44,9 +44,14 @@ impl Kind {
 }
 
 pub(crate) fn write_header(out: &mut Vec<u8>, kind: Kind, params: &ParamSet) {
+    write_header_version(out, kind, VERSION, params);
+}
+
+/// A header with another version than [`VERSION`] (an encoding that has several).
+pub(crate) fn write_header_version(out: &mut Vec<u8>, kind: Kind, version: u8, params: &ParamSet) {
     out.extend_from_slice(MAGIC);
     out.push(kind as u8);
-    out.push(VERSION);
+    out.push(version);
     out.push(params.id);
 }
 
@@ -64,6 +69,18 @@ impl<'a> Reader<'a> {
         kind: Kind,
         limit: usize,
     ) -> Result<(Self, &'static ParamSet), OmrError> {
+        let (r, params, _) = Self::open_versions(buf, kind, limit, &[VERSION])?;
+        Ok((r, params))
+    }
+
+    /// [`Reader::open`] for an encoding with several versions: any of `versions`, which is
+    /// returned too.
+    pub(crate) fn open_versions(
+        buf: &'a [u8],
+        kind: Kind,
+        limit: usize,
+        versions: &[u8],
+    ) -> Result<(Self, &'static ParamSet, u8), OmrError> {
         let what = kind.name();
         if buf.len() > limit {
             return Err(OmrError::TooLarge {
@@ -84,10 +101,11 @@ impl<'a> Reader<'a> {
                 format!("holds kind {}, not a {what}", buf[3]),
             ));
         }
-        if buf[4] != VERSION {
+        let version = buf[4];
+        if !versions.contains(&version) {
             return Err(OmrError::malformed(
                 what,
-                format!("unsupported version {}", buf[4]),
+                format!("unsupported version {version}"),
             ));
         }
         let params = ParamSet::by_id(buf[5])?;
@@ -97,6 +115,7 @@ impl<'a> Reader<'a> {
                 what,
             },
             params,
+            version,
         ))
     }
 

@@ -35,6 +35,10 @@ pub enum OmrError {
     RangeTooLong { got: u64, max: u64 },
     #[error("accumulators are not adjacent or not for the same key: {0}")]
     NotAdjacent(String),
+    #[error("this server requires postage: a stamp with at least {bits} leading zero bits")]
+    PostageRequired { bits: u32 },
+    #[error("the stamp's hash has {got} leading zero bits; this server requires {need}")]
+    PostageInsufficient { got: u32, need: u32 },
     #[error("digest overflow: the range holds more pertinent messages than k̄ = {kbar} (found at least {found}); split the range")]
     Overflow { kbar: usize, found: usize },
 }

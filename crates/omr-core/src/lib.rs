@@ -5,14 +5,15 @@
 //! - a sender calls [`ClueKey::make_clue`];
 //! - the detector expands the detection key once ([`CompressedDetectionKey::expand`]) and for each
 //!   message calls [`DetectionKey::detect`] then [`DetectionKey::fold`] into an [`Accumulator`];
-//! - the recipient decodes the [`Digest`] with [`SecretKey::decode`].
+//! - the recipient decodes the [`Digest`] with [`SecretKey::decode`];
+//! - [`postage`]: the proof of work a server may ask of each [`Message`].
 //!
 //! No I/O, no async, no global state (one exception: [`pin_fft_plans`] sets tfhe-rs's
 //! process-wide FFT plans, for expanded keys kept on disk). Every type that crosses a process boundary has a
 //! versioned, size-limited `to_bytes`/`from_bytes`.
 //!
 //! Modules are layered; each uses only layers below it (bottom to top): `error`, `params`,
-//! `codec`, `fft_plans` -> `prime` (GLWE mod p), `layout` (digest plaintext layout and PRF) -> `keys` ->
+//! `codec`, `fft_plans`, `postage` -> `prime` (GLWE mod p), `layout` (digest plaintext layout and PRF) -> `keys` ->
 //! `clue` -> `detect`, `message` -> `digest` (accumulator, digest, digest key) -> `decode`;
 //! `noise` and `security` analyse the scheme from above.
 
@@ -28,6 +29,7 @@ mod layout;
 pub mod message;
 pub mod noise;
 pub mod params;
+pub mod postage;
 pub(crate) mod prime;
 pub mod security;
 
@@ -43,3 +45,4 @@ pub use keys::{
 };
 pub use message::Message;
 pub use params::{ParamSet, INSECURE_TEST, OMR_V1};
+pub use postage::{Postage, MAX_POSTAGE_BITS};

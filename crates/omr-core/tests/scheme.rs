@@ -243,6 +243,45 @@ fn junk_input_is_a_typed_error_never_a_panic() {
 }
 
 #[test]
+fn a_stamped_message_round_trips_as_version_2_and_an_unstamped_one_stays_version_1() {
+    let f = fixture();
+    let plain = Message::new(f.me.clue_key.make_clue(), b"payload".to_vec()).unwrap();
+    assert_eq!(plain.nonce, None);
+    let v1 = plain.to_bytes();
+    assert_eq!(v1[4], 1, "the version byte");
+    assert_eq!(Message::from_bytes(&v1).unwrap(), plain);
+
+    let mut stamped = plain.clone();
+    stamped.nonce = stamped.postage().search(8, 0..u64::MAX);
+    let v2 = stamped.to_bytes();
+    assert_eq!((v2[4], v2.len()), (2, v1.len() + 8));
+    assert_eq!(&v2[6..14], &stamped.nonce.unwrap().to_le_bytes());
+    let back = Message::from_bytes(&v2).unwrap();
+    assert_eq!(back, stamped);
+    assert_eq!(back.postage().check(8, back.nonce), Ok(()));
+    // The stamp covers the clue's encoding as posted: the decoded message hashes alike.
+    assert_eq!(back.postage().digest(7), stamped.postage().digest(7));
+
+    // Each version's bytes under the other's version byte, an unknown version, truncations and
+    // a trailing byte: typed errors.
+    for (bytes, other) in [(&v1, 2u8), (&v2, 1), (&v2, 3)] {
+        let mut bad = bytes.clone();
+        bad[4] = other;
+        assert!(
+            Message::from_bytes(&bad).is_err(),
+            "version {} bytes read as version {other}",
+            bytes[4]
+        );
+    }
+    for cut in [6, 10, 14, 15, v2.len() - 1] {
+        assert!(Message::from_bytes(&v2[..cut]).is_err(), "cut at {cut}");
+    }
+    let mut longer = v2.clone();
+    longer.push(0);
+    assert!(Message::from_bytes(&longer).is_err());
+}
+
+#[test]
 fn detection_is_safe_to_share_across_threads() {
     use rayon::prelude::*;
     let f = fixture();

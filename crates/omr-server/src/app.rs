@@ -56,6 +56,16 @@ impl Application {
                 params.name
             );
         }
+        if config.postage_bits > omr_core::MAX_POSTAGE_BITS {
+            anyhow::bail!(
+                "postage_bits = {} is over the maximum of {}: every message would cost its \
+                 sender 2^{} hashes. Use 0 (no postage) up to {}",
+                config.postage_bits,
+                omr_core::MAX_POSTAGE_BITS,
+                config.postage_bits,
+                omr_core::MAX_POSTAGE_BITS
+            );
+        }
         let store = match &config.database_url {
             Some(url) => Store::connect(url)
                 .await

@@ -46,6 +46,10 @@ pub struct Config {
     pub max_keys: u64,
     /// Most messages in one `POST /v1/messages/batch`.
     pub max_batch_messages: usize,
+    /// Postage: every posted message must carry a stamp whose hash has at least this many
+    /// leading zero bits (a proof of work of 2^bits hashes on average; at most 32). 0 (default):
+    /// no postage.
+    pub postage_bits: u32,
     /// Most messages the group-commit writer puts in one transaction.
     pub max_commit_messages: usize,
     /// Seconds to wait for in-flight work at shutdown.
@@ -119,6 +123,7 @@ impl Default for Config {
             max_concurrent_uploads: 2,
             max_keys: 100,
             max_batch_messages: 1000,
+            postage_bits: 0,
             max_commit_messages: 4096,
             shutdown_timeout_secs: 30,
             role: Role::Both,
@@ -154,6 +159,7 @@ pub const KEYS: &[&str] = &[
     "max_concurrent_uploads",
     "max_keys",
     "max_batch_messages",
+    "postage_bits",
     "max_commit_messages",
     "shutdown_timeout_secs",
     "role",
@@ -253,9 +259,11 @@ mod tests {
             )?;
             jail.set_env("OMR_MAX_BATCH_MESSAGES", "9");
             jail.set_env("OMR_TEST_SOMETHING_ELSE", "ignored");
+            jail.set_env("OMR_POSTAGE_BITS", "20");
             let c = Config::load(Some(Path::new("omrd.toml"))).map_err(|e| e.to_string())?;
             assert_eq!(c.http_addr.port(), 9000);
             assert_eq!(c.max_batch_messages, 9);
+            assert_eq!(c.postage_bits, 20);
             assert_eq!(c.grpc_addr, Config::default().grpc_addr);
             jail.create_file("bad.toml", "htp_addr = 1\n")?;
             assert!(

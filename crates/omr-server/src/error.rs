@@ -68,6 +68,21 @@ impl ServiceError {
             OmrError::UnknownParamSet(_) | OmrError::ParamMismatch { .. } => {
                 Self::new(ErrorCode::ParamSetMismatch, format!("{what}: {err}"))
             }
+            OmrError::PostageRequired { bits } => Self::new(
+                ErrorCode::PostageRequired,
+                format!(
+                    "{err}; nothing was stored. Send the stamped message encoding (version 2) \
+                     or the JSON field `nonce`: `omr send` and the SDK find one (2^{bits} \
+                     hashes on average; GET /v1/params says `postage_bits`)"
+                ),
+            ),
+            OmrError::PostageInsufficient { need, .. } => Self::new(
+                ErrorCode::PostageInvalid,
+                format!(
+                    "{err}; nothing was stored. The stamp must be solved for exactly this \
+                     clue and payload, with {need} bits (GET /v1/params says `postage_bits`)"
+                ),
+            ),
             _ => Self::new(
                 match what {
                     "clue" => ErrorCode::MalformedClue,
@@ -107,7 +122,9 @@ impl ServiceError {
             ErrorCode::Forbidden => Code::PermissionDenied,
             ErrorCode::UnknownKey => Code::NotFound,
             ErrorCode::UploadTimeout => Code::DeadlineExceeded,
-            ErrorCode::StartIndexRetired => Code::FailedPrecondition,
+            ErrorCode::StartIndexRetired
+            | ErrorCode::PostageRequired
+            | ErrorCode::PostageInvalid => Code::FailedPrecondition,
             ErrorCode::Busy | ErrorCode::Unavailable => Code::Unavailable,
             ErrorCode::Internal => Code::Internal,
         }

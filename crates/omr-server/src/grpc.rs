@@ -328,6 +328,7 @@ impl Detector for DetectorService {
             max_kbar: p.max_kbar as u32,
             max_range: p.max_range,
             max_key_bytes: self.state.config.max_key_bytes,
+            postage_bits: self.state.config.postage_bits,
         }))
     }
 }

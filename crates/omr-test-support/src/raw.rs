@@ -8,6 +8,7 @@ use base64::Engine;
 use omr_core::{ClueKey, Digest, KeySet};
 use omr_proto::v1::detector_client::DetectorClient;
 use omr_proto::v1::registration_header::Start;
+use omr_proto::v1::{GetParamsRequest, GetParamsResponse};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tonic::transport::Channel;
@@ -145,6 +146,38 @@ impl RawClient {
             .unwrap_or_else(|e| panic!("GET {path}: {e}"))
     }
 
+    /// `POST path` with a JSON body, whatever the answer: its status and its JSON body (`Null`
+    /// when it has none).
+    pub async fn post_json(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let r = self.client.post(self.url(path)).json(body).send().await;
+        answer(path, r).await
+    }
+
+    /// `POST path` with `body` as it is, under `content_type` (`None`: no Content-Type),
+    /// whatever the answer: its status and its JSON body (`Null` when it has none).
+    pub async fn post_bytes(
+        &self,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.client.post(self.url(path)).body(body);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        answer(path, req.send().await).await
+    }
+
+    /// gRPC `GetParams`.
+    pub async fn grpc_params(&self) -> GetParamsResponse {
+        self.detector()
+            .await
+            .get_params(GetParamsRequest {})
+            .await
+            .unwrap_or_else(|e| panic!("GetParams: {e:?}"))
+            .into_inner()
+    }
+
     /// The Prometheus text at `/metrics`.
     /// The value of the sample `name` (with its labels, e.g. `omr_key_lag{key_id="…"}`) in
     /// `/metrics`, if it is there.
@@ -210,4 +243,11 @@ impl RawClient {
             messages,
         }
     }
+}
+
+/// The status and JSON body (`Null` when there is none) of a POST to `path`.
+async fn answer(path: &str, response: reqwest::Result<reqwest::Response>) -> (StatusCode, Value) {
+    let r = response.unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
 }

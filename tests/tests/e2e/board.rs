@@ -20,32 +20,6 @@ fn json_message(payload: &[u8]) -> Value {
     json!({"clue": B64.encode(clue_key().make_clue().to_bytes()), "payload": B64.encode(payload)})
 }
 
-async fn post_json(s: &TestServer, path: &str, body: &Value) -> (StatusCode, Value) {
-    let r = reqwest::Client::new()
-        .post(s.url(path))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn post_raw(
-    s: &TestServer,
-    path: &str,
-    ct: Option<&str>,
-    body: Vec<u8>,
-) -> (StatusCode, Value) {
-    let mut req = reqwest::Client::new().post(s.url(path)).body(body);
-    if let Some(ct) = ct {
-        req = req.header("content-type", ct);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 async fn board(s: &TestServer, from: u64, limit: u32) -> Value {
     s.client().board(from, limit).await
 }
@@ -63,24 +37,28 @@ test_each_backend!(
 
 async fn post_and_read_back_json_binary_and_batches(db: &TestDb) {
     let s = TestServer::start(db).await;
-    let (st, body) = post_json(&s, "/v1/messages", &json_message(b"first")).await;
+    let (st, body) = s
+        .client()
+        .post_json("/v1/messages", &json_message(b"first"))
+        .await;
     assert_eq!(st, StatusCode::CREATED, "{:?}: {body}", db.backend());
     assert_eq!(body["index"], 0);
 
     let msg = Message::new(clue_key().make_clue(), b"second".to_vec()).unwrap();
-    let (st, body) = post_raw(
-        &s,
-        "/v1/messages",
-        Some("application/octet-stream"),
-        msg.to_bytes(),
-    )
-    .await;
+    let (st, body) = s
+        .client()
+        .post_bytes(
+            "/v1/messages",
+            Some("application/octet-stream"),
+            msg.to_bytes(),
+        )
+        .await;
     assert_eq!(st, StatusCode::CREATED, "{body}");
     assert_eq!(body["index"], 1);
 
     let batch =
         json!({"messages": [json_message(b"b0"), json_message(b""), json_message(&[7u8; 64])]});
-    let (st, body) = post_json(&s, "/v1/messages/batch", &batch).await;
+    let (st, body) = s.client().post_json("/v1/messages/batch", &batch).await;
     assert_eq!(st, StatusCode::CREATED, "{body}");
     assert_eq!(
         (body["first_index"].as_u64(), body["count"].as_u64()),
@@ -95,13 +73,10 @@ async fn post_and_read_back_json_binary_and_batches(db: &TestDb) {
         bin.extend_from_slice(&(m.len() as u32).to_le_bytes());
         bin.extend_from_slice(&m);
     }
-    let (st, body) = post_raw(
-        &s,
-        "/v1/messages/batch",
-        Some("application/octet-stream"),
-        bin,
-    )
-    .await;
+    let (st, body) = s
+        .client()
+        .post_bytes("/v1/messages/batch", Some("application/octet-stream"), bin)
+        .await;
     assert_eq!(st, StatusCode::CREATED, "{body}");
     assert_eq!(body["first_index"], 5);
 
@@ -177,7 +152,7 @@ async fn bad_input_gets_a_clear_error_and_stores_nothing(db: &TestDb) {
         ("/v1/messages/batch", Some("application/octet-stream"), vec![9, 0, 0, 0, 1], StatusCode::BAD_REQUEST, "malformed_message"),
     ];
     for (path, ct, body, status, code) in cases {
-        let (st, err) = post_raw(&s, path, ct, body).await;
+        let (st, err) = s.client().post_bytes(path, ct, body).await;
         assert_eq!(st, status, "{:?} {path} {ct:?}: {err}", db.backend());
         assert_eq!(err["code"], code, "{path}: {err}");
         assert!(!err["message"].as_str().unwrap_or("").is_empty(), "{err}");
@@ -285,14 +260,20 @@ async fn concurrent_posters_get_a_gapless_ordered_board(db: &TestDb) {
 async fn acknowledged_messages_survive_a_restart(db: &TestDb) {
     let s = TestServer::start(db).await;
     for k in 0..5u8 {
-        let (st, _) = post_json(&s, "/v1/messages", &json_message(&[k; 3])).await;
+        let (st, _) = s
+            .client()
+            .post_json("/v1/messages", &json_message(&[k; 3]))
+            .await;
         assert_eq!(st, StatusCode::CREATED);
     }
     let before = board(&s, 0, 1000).await;
     let s = s.restart().await;
     let after = board(&s, 0, 1000).await;
     assert_eq!(before["messages"], after["messages"], "{:?}", db.backend());
-    let (st, body) = post_json(&s, "/v1/messages", &json_message(b"after")).await;
+    let (st, body) = s
+        .client()
+        .post_json("/v1/messages", &json_message(b"after"))
+        .await;
     assert_eq!((st, body["index"].as_u64()), (StatusCode::CREATED, Some(5)));
     s.stop().await;
 }
@@ -317,7 +298,9 @@ async fn params_probes_metrics_and_openapi_are_served() {
         reqwest::get(s.url("/readyz")).await.unwrap().status(),
         StatusCode::OK
     );
-    post_json(&s, "/v1/messages", &json_message(b"m")).await;
+    s.client()
+        .post_json("/v1/messages", &json_message(b"m"))
+        .await;
     let metrics = reqwest::get(s.url("/metrics"))
         .await
         .unwrap()

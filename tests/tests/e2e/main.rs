@@ -4,6 +4,7 @@
 mod board;
 mod capacity;
 mod detection;
+mod postage;
 mod registry;
 mod retention;
 mod roles;

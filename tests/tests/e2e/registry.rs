@@ -7,8 +7,7 @@ use omr_core::{keygen, INSECURE_TEST, OMR_V1};
 use omr_proto::v1::register_detection_key_request::Part;
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{
-    DeleteDetectionKeyRequest, GetKeyStatusRequest, GetParamsRequest, RegisterDetectionKeyRequest,
-    RegistrationHeader,
+    DeleteDetectionKeyRequest, GetKeyStatusRequest, RegisterDetectionKeyRequest, RegistrationHeader,
 };
 use omr_test_support::{test_each_backend, with_token as authed, TestDb, TestServer};
 use tokio_stream::StreamExt as _;
@@ -346,15 +345,9 @@ async fn refused_uploads_store_nothing(db: &TestDb) {
 #[tokio::test]
 async fn params_health_and_reflection_answer() {
     let s = TestServer::start_sqlite().await;
-    let p = s
-        .client()
-        .detector()
-        .await
-        .get_params(GetParamsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let p = s.client().grpc_params().await;
     assert_eq!(p.param_set, INSECURE_TEST.name);
+    assert_eq!(p.postage_bits, 0, "postage is off by default");
     assert_eq!(p.max_payload_bytes as usize, INSECURE_TEST.payload_bytes);
     let channel = tonic::transport::Channel::from_shared(s.grpc_url())
         .unwrap()

@@ -3,13 +3,14 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use base64::Engine as _;
 use clap::Args;
 use omr_client::keydir::{self, DigestState, KeyDir, Registration};
-use omr_client::Client;
+use omr_client::{Client, ClientOptions, Progress};
 use omr_core::{Retrieved, SecretKey};
 use serde_json::json;
 
@@ -32,11 +33,14 @@ pub struct SendArgs {
     /// The payload as text.
     #[arg(long, value_name = "TEXT")]
     message: Option<String>,
+    /// Threads that search for the postage stamp when the server asks for one (0: every core).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    postage_threads: usize,
     #[command(flatten)]
     servers: Servers,
 }
 
-pub async fn send(a: SendArgs, json: bool) -> anyhow::Result<()> {
+pub async fn send(a: SendArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let clue_key = keydir::read_clue_key(&a.to)?;
     let payload = match (&a.payload, &a.message) {
         (_, Some(text)) => text.clone().into_bytes(),
@@ -54,12 +58,56 @@ pub async fn send(a: SendArgs, json: bool) -> anyhow::Result<()> {
     };
     omr_core::validate_payload(clue_key.params(), &payload)
         .with_context(|| format!("payload for {}", a.to.display()))?;
-    let client = a.servers.client(None)?;
-    let index = client.send(&clue_key, &payload).await?;
+    let options = ClientOptions {
+        postage_threads: a.postage_threads,
+        ..ClientOptions::default()
+    };
+    let client = a.servers.client_with(None, options)?;
+    let spinner = Arc::new(ui.spinner_after("stamping (postage)", Duration::from_secs(1)));
+    let progress: Progress = {
+        let spinner = spinner.clone();
+        Arc::new(move |hashes, expected| {
+            spinner.update(|| {
+                format!(
+                    "{:.1} M of ~{:.1} M hashes",
+                    hashes as f64 / 1e6,
+                    expected as f64 / 1e6
+                )
+            })
+        })
+    };
+    let sent = client
+        .send_stamped(&clue_key, &payload, Some(progress))
+        .await;
+    spinner.finish_and_clear();
+    let sent = sent?;
     if json {
-        print_json(&json!({ "index": index, "payload_bytes": payload.len() }));
+        let postage = sent.stamp.map(|s| {
+            json!({
+                "bits": s.bits,
+                "nonce": s.nonce,
+                "hashes": s.hashes,
+                "threads": s.threads,
+                "solve_ms": s.elapsed.as_secs_f64() * 1e3,
+            })
+        });
+        print_json(&json!({
+            "index": sent.index,
+            "payload_bytes": payload.len(),
+            "postage": postage,
+        }));
     } else {
-        println!("{index}");
+        println!("{}", sent.index);
+        if let (Some(s), false) = (sent.stamp, ui.quiet) {
+            eprintln!(
+                "postage: {} bits in {} ({:.1} M hashes on {} thread{})",
+                s.bits,
+                ui::secs_ms(s.elapsed),
+                s.hashes as f64 / 1e6,
+                s.threads,
+                if s.threads == 1 { "" } else { "s" }
+            );
+        }
     }
     Ok(())
 }

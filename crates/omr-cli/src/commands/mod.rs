@@ -1,12 +1,15 @@
 //! The commands other than `demo`, one module per concern: `keys` (keygen, register, status,
-//! delete), `messages` (send, digest), `bench`, `capacity` (`omr bench-capacity`).
+//! delete), `messages` (send, digest), `bench`, `capacity` (`omr bench-capacity`), `postage`
+//! (`omr bench-postage`).
 
 mod bench;
 mod capacity;
 mod keys;
 mod messages;
+mod postage;
 
 pub use bench::{bench, BenchArgs};
 pub use capacity::{bench_capacity, CapacityArgs};
 pub use keys::{delete, keygen, register, status, KeyArgs, KeygenArgs, RegisterArgs};
 pub use messages::{digest, send, DigestArgs, SendArgs};
+pub use postage::{bench_postage, PostageBenchArgs};

@@ -34,7 +34,15 @@ fn demo_runs_to_success() {
 #[test]
 fn every_command_has_help_with_examples() {
     for cmd in [
-        "keygen", "register", "send", "digest", "status", "delete", "bench", "demo",
+        "keygen",
+        "register",
+        "send",
+        "digest",
+        "status",
+        "delete",
+        "bench",
+        "bench-postage",
+        "demo",
     ] {
         let out = omr(&[cmd, "--help"]);
         assert!(out.status.success());

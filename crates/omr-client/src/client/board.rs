@@ -1,32 +1,140 @@
-//! The public board: the server's parameters and posting messages (HTTP).
+//! The public board: the server's parameters and posting messages (HTTP), with postage solved
+//! when the server asks for it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use omr_api::http::{BatchIn, BatchPosted, MessageIn, Posted};
-use omr_core::{ClueKey, Message};
+use omr_api::ErrorCode;
+use omr_core::{ClueKey, Message, MAX_POSTAGE_BITS};
 
-use super::{Client, ServerParams};
-use crate::error::Result;
+use super::{Client, Progress, ServerParams};
+use crate::error::{Error, Result};
+use crate::postage::{solve, SolveError, Stamp};
+
+/// How often a postage search reports progress.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// What [`Client::send_stamped`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    /// The message's board index.
+    pub index: u64,
+    /// The postage stamp and what it cost, when the server asked for postage.
+    pub stamp: Option<Stamp>,
+}
 
 impl Client {
-    /// The server's parameter set and limits.
+    /// The server's parameter set and limits (and, remembered for sending, its postage).
     pub async fn params(&self) -> Result<ServerParams> {
-        self.retrying(|| async {
-            let r = self
-                .http_send(self.http.get(self.url("/v1/params")))
-                .await?;
-            self.http_json(r).await
-        })
-        .await
+        let params: ServerParams = self
+            .retrying(|| async {
+                let r = self
+                    .http_send(self.http.get(self.url("/v1/params")))
+                    .await?;
+                self.http_json(r).await
+            })
+            .await?;
+        *self.postage_bits.lock().unwrap_or_else(|e| e.into_inner()) = Some(params.postage_bits);
+        Ok(params)
     }
 
-    /// Make a clue for the recipient whose public clue key is `to`, and post it with `payload`.
-    /// Returns the message's board index.
+    /// The leading zero bits the server asks of each message's postage stamp (`postage_bits` of
+    /// `GET /v1/params`; 0: none), asked once and remembered.
+    pub async fn postage_bits(&self) -> Result<u32> {
+        let known = *self.postage_bits.lock().unwrap_or_else(|e| e.into_inner());
+        match known {
+            Some(bits) => Ok(bits),
+            None => Ok(self.params().await?.postage_bits),
+        }
+    }
+
+    /// Make a clue for the recipient whose public clue key is `to`, and post it with `payload`,
+    /// stamped when the server asks for postage. Returns the message's board index.
     pub async fn send(&self, to: &ClueKey, payload: &[u8]) -> Result<u64> {
-        let message = Message::new(to.make_clue(), payload.to_vec())?;
-        self.post(&message).await
+        Ok(self.send_stamped(to, payload, None).await?.index)
     }
 
-    /// Post one message; returns its board index. Retried only when no connection could be made
+    /// [`Client::send`], also returning the stamp and its cost; while a stamp is searched for,
+    /// `progress(hashes so far, hashes expected)` is called about every 100 ms. A post refused
+    /// for its postage (the server changed `postage_bits` since it was asked) is stamped again
+    /// for the server's new figure and posted once more; a refused post stores nothing.
+    pub async fn send_stamped(
+        &self,
+        to: &ClueKey,
+        payload: &[u8],
+        progress: Option<Progress>,
+    ) -> Result<Sent> {
+        let mut message = Message::new(to.make_clue(), payload.to_vec())?;
+        let mut bits = self.postage_bits().await?;
+        let mut asked_again = false;
+        loop {
+            let stamp = self.stamp(&mut message, bits, progress.clone()).await?;
+            match self.post(&message).await {
+                Ok(index) => return Ok(Sent { index, stamp }),
+                Err(e) if !asked_again && is_postage_refusal(&e) => {
+                    asked_again = true;
+                    let now = self.params().await?.postage_bits;
+                    if now == bits {
+                        return Err(e);
+                    }
+                    bits = now;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Stamp `message` with the smallest nonce whose stamp hash has `bits` leading zero bits (0:
+    /// remove any stamp), on [`super::ClientOptions::postage_threads`] threads of a rayon pool,
+    /// never on the async runtime. `progress(hashes so far, hashes expected)` is called about
+    /// every 100 ms. Dropping the future stops the search.
+    pub async fn stamp(
+        &self,
+        message: &mut Message,
+        bits: u32,
+        progress: Option<Progress>,
+    ) -> Result<Option<Stamp>> {
+        if bits == 0 {
+            message.nonce = None;
+            return Ok(None);
+        }
+        if bits > MAX_POSTAGE_BITS {
+            return Err(SolveError::TooManyBits(bits).into());
+        }
+        let postage = message.postage();
+        let threads = self.options.postage_threads;
+        let hashes = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let _stop = StopOnDrop(stop.clone());
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        {
+            let hashes = hashes.clone();
+            rayon::spawn(move || {
+                let _ = tx.send(solve(&postage, bits, threads, &hashes, &stop));
+            });
+        }
+        let expected = 1u64 << bits;
+        let mut tick = tokio::time::interval(PROGRESS_EVERY);
+        let solved = loop {
+            tokio::select! {
+                r = &mut rx => break r.unwrap_or(Err(SolveError::Stopped)),
+                _ = tick.tick() => {
+                    if let Some(p) = &progress {
+                        p(hashes.load(Ordering::Relaxed), expected);
+                    }
+                }
+            }
+        };
+        let stamp = solved?;
+        message.nonce = Some(stamp.nonce);
+        Ok(Some(stamp))
+    }
+
+    /// Post one message as it is (stamp it first with [`Client::stamp`] when the server asks for
+    /// postage); returns its board index. Retried only when no connection could be made
     /// (a request that reached the server is never sent twice: it would post twice).
     pub async fn post(&self, message: &Message) -> Result<u64> {
         let body = message.to_bytes();
@@ -44,7 +152,8 @@ impl Client {
         Ok(posted.index)
     }
 
-    /// Post messages in one atomic batch; returns their board indices, in order.
+    /// Post messages in one atomic batch, each as it is (stamped or not); returns their board
+    /// indices, in order. One refused message refuses the batch.
     pub async fn post_batch(&self, messages: &[Message]) -> Result<std::ops::Range<u64>> {
         let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
         let body = BatchIn {
@@ -53,6 +162,7 @@ impl Client {
                 .map(|m| MessageIn {
                     clue: b64(&m.clue.to_bytes()),
                     payload: b64(&m.payload),
+                    nonce: m.nonce,
                 })
                 .collect(),
         };
@@ -65,5 +175,22 @@ impl Client {
             })
             .await?;
         Ok(posted.first_index..posted.first_index + posted.count)
+    }
+}
+
+/// Whether `e` is the server refusing a message's postage.
+fn is_postage_refusal(e: &Error) -> bool {
+    matches!(e, Error::Rejected { code, .. }
+        if [ErrorCode::PostageRequired, ErrorCode::PostageInvalid]
+            .iter()
+            .any(|c| c.as_str() == code))
+}
+
+/// Sets the search's stop flag when the future that waits for it is dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }

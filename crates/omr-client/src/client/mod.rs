@@ -1,7 +1,7 @@
 //! [`Client`]: omrd's HTTP board and digests, and its gRPC key registry, with timeouts, typed
 //! errors and retries with exponential backoff for calls that are safe to repeat.
 //!
-//! The calls are grouped by API: `board` (params, posting), `registry` (keys over gRPC),
+//! The calls are grouped by API: `board` (params, posting, postage), `registry` (keys over gRPC),
 //! `digest` (downloading digests), `watch` (waiting for a key's next detected messages);
 //! `transport` maps HTTP and gRPC failures to [`Error`].
 
@@ -19,10 +19,12 @@ use tonic::transport::Channel;
 
 use crate::error::{Api, Error, Result};
 
+pub use board::Sent;
 pub use digest::FetchedDigest;
 pub use registry::KeyStatus;
 
-/// Called as a transfer goes: `(bytes done, bytes in all)`.
+/// Called as a transfer goes: `(bytes done, bytes in all)`; for a postage search, `(hashes
+/// done, hashes expected)`.
 pub type Progress = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
 /// The server's parameter set and limits (`GET /v1/params`).
@@ -41,6 +43,8 @@ pub struct ClientOptions {
     pub retries: u32,
     /// The first backoff; doubled after each failed attempt.
     pub backoff: Duration,
+    /// Threads that search for a postage stamp (0: every core, rayon's global pool).
+    pub postage_threads: usize,
 }
 
 impl Default for ClientOptions {
@@ -51,6 +55,7 @@ impl Default for ClientOptions {
             upload_timeout: Duration::from_secs(600),
             retries: 3,
             backoff: Duration::from_millis(200),
+            postage_threads: 0,
         }
     }
 }
@@ -65,6 +70,8 @@ pub struct Client {
     options: ClientOptions,
     http: reqwest::Client,
     grpc: Arc<tokio::sync::OnceCell<Channel>>,
+    /// The server's `postage_bits`, once asked (see [`Client::postage_bits`]).
+    postage_bits: Arc<std::sync::Mutex<Option<u32>>>,
 }
 
 impl Client {
@@ -93,6 +100,7 @@ impl Client {
             options,
             http,
             grpc: Arc::new(tokio::sync::OnceCell::new()),
+            postage_bits: Arc::default(),
         })
     }
 

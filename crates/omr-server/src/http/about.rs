@@ -67,5 +67,6 @@ pub(super) async fn get_params(
         max_key_bytes: state.config.max_key_bytes,
         max_batch_messages: state.config.max_batch_messages,
         board_head: head,
+        postage_bits: state.config.postage_bits,
     }))
 }

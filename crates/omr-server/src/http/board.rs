@@ -31,6 +31,7 @@ const MAX_READ: u32 = 1000;
     responses(
         (status = 201, body = Posted, description = "Committed"),
         (status = 400, body = ErrorBody, description = "Malformed clue, payload or JSON; wrong parameter set"),
+        (status = 402, body = ErrorBody, description = "Postage is on (`postage_bits` > 0) and the message has no stamp (`postage_required`) or one that falls short (`postage_invalid`): nothing stored"),
         (status = 413, body = ErrorBody, description = "Body or payload too large"),
         (status = 415, body = ErrorBody, description = "Unsupported Content-Type"),
     )
@@ -43,7 +44,7 @@ pub(super) async fn post_message(
     let result = async {
         let kind = body_kind(&headers)?;
         let bytes = read_body(&headers, body, SINGLE_BODY_LIMIT).await?;
-        let message = body::message(state.params, kind, &bytes)?;
+        let message = body::message(body::Rules::of(&state), kind, &bytes)?;
         commit(&state, vec![message], "single").await
     }
     .await;
@@ -54,13 +55,15 @@ pub(super) async fn post_message(
 }
 
 /// Post several messages in one transaction (all or nothing). The binary form is a sequence of
-/// (u32 little-endian length, Message encoding).
+/// (u32 little-endian length, Message encoding). Every message is checked (its postage too)
+/// before any is queued: one bad message refuses the whole batch, naming its position.
 #[utoipa::path(
     post, path = "/v1/messages/batch",
     request_body(content = BatchIn),
     responses(
         (status = 201, body = BatchPosted, description = "All committed, in request order"),
         (status = 400, body = ErrorBody, description = "A message is malformed: nothing stored"),
+        (status = 402, body = ErrorBody, description = "A message has no stamp or a short one while postage is on: nothing stored"),
         (status = 413, body = ErrorBody, description = "Too many messages or too large"),
         (status = 415, body = ErrorBody, description = "Unsupported Content-Type"),
     )
@@ -74,7 +77,7 @@ pub(super) async fn post_batch(
         let kind = body_kind(&headers)?;
         let max = state.config.max_batch_messages;
         let bytes = read_body(&headers, body, max * SINGLE_BODY_LIMIT).await?;
-        let messages = body::batch(state.params, kind, &bytes, max)?;
+        let messages = body::batch(body::Rules::of(&state), kind, &bytes, max)?;
         if messages.is_empty() {
             return Err(ServiceError::new(
                 ErrorCode::EmptyBatch,

@@ -1,6 +1,7 @@
 //! Request bodies of the board: the Content-Type, the size limit, and each message decoded and
-//! validated against the server's parameter set, alone or in a batch. [`message`] and [`batch`]
-//! are public so that the decoder fuzz tests (`tests/fuzz`) call them as the routes do.
+//! validated against the server's parameter set and its postage, alone or in a batch.
+//! [`message`] and [`batch`] are public so that the decoder fuzz tests (`tests/fuzz`) call them
+//! as the routes do.
 
 use std::cell::Cell;
 use std::fmt;
@@ -11,11 +12,28 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_api::http::MessageIn;
 use omr_api::ErrorCode;
-use omr_core::{validate_payload, Clue, Message, ParamSet};
+use omr_core::{validate_payload, Clue, Message, ParamSet, Postage};
 use omr_store::NewMessage;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::error::ServiceError;
+
+/// What a posted message must satisfy: the server's parameter set, and its postage (0: off).
+#[derive(Debug, Clone, Copy)]
+pub struct Rules {
+    pub params: &'static ParamSet,
+    pub postage_bits: u32,
+}
+
+impl Rules {
+    /// The rules of a running server.
+    pub fn of(state: &crate::state::AppState) -> Self {
+        Rules {
+            params: state.params,
+            postage_bits: state.config.postage_bits,
+        }
+    }
+}
 
 /// Largest single-message body (JSON base64 of the largest clue and payload, with room).
 pub const SINGLE_BODY_LIMIT: usize = 16 * 1024;
@@ -78,9 +96,9 @@ pub(super) async fn read_body(
         .map_err(|_| too_large())
 }
 
-/// The one message of a `POST /v1/messages` body, for a server running `params`.
+/// The one message of a `POST /v1/messages` body, under a server's `rules`.
 pub fn message(
-    params: &'static ParamSet,
+    rules: Rules,
     kind: BodyKind,
     bytes: &[u8],
 ) -> Result<NewMessage, ServiceError> {
@@ -88,22 +106,22 @@ pub fn message(
         BodyKind::Json => {
             let m: MessageIn = serde_json::from_slice(bytes)
                 .map_err(|e| ServiceError::new(ErrorCode::MalformedJson, e.to_string()))?;
-            from_json(params, &m)
+            from_json(rules, &m)
         }
-        BodyKind::Binary => from_binary(params, bytes),
+        BodyKind::Binary => from_binary(rules, bytes),
     }
 }
 
 /// The messages of a `POST /v1/messages/batch` body, at most `max` of them.
 pub fn batch(
-    params: &'static ParamSet,
+    rules: Rules,
     kind: BodyKind,
     bytes: &[u8],
     max: usize,
 ) -> Result<Vec<NewMessage>, ServiceError> {
     match kind {
-        BodyKind::Json => batch_from_json(params, bytes, max),
-        BodyKind::Binary => batch_from_binary(params, bytes, max),
+        BodyKind::Json => batch_from_json(rules, bytes, max),
+        BodyKind::Binary => batch_from_binary(rules, bytes, max),
     }
 }
 
@@ -115,7 +133,7 @@ fn too_many(max: usize) -> ServiceError {
 }
 
 fn batch_from_json(
-    params: &'static ParamSet,
+    rules: Rules,
     bytes: &[u8],
     max: usize,
 ) -> Result<Vec<NewMessage>, ServiceError> {
@@ -134,7 +152,7 @@ fn batch_from_json(
     messages
         .iter()
         .enumerate()
-        .map(|(i, m)| from_json(params, m).map_err(|e| e.at(format_args!("message {i}"))))
+        .map(|(i, m)| from_json(rules, m).map_err(|e| e.at(format_args!("message {i}"))))
         .collect()
 }
 
@@ -209,7 +227,7 @@ impl<'de> Visitor<'de> for BoundedMessages<'_> {
 
 /// A sequence of (u32 little-endian length, Message encoding).
 fn batch_from_binary(
-    params: &'static ParamSet,
+    rules: Rules,
     bytes: &[u8],
     max: usize,
 ) -> Result<Vec<NewMessage>, ServiceError> {
@@ -221,7 +239,7 @@ fn batch_from_binary(
         }
         let i = out.len();
         let (message, tail) =
-            next_binary(params, rest).map_err(|e| e.at(format_args!("message {i}")))?;
+            next_binary(rules, rest).map_err(|e| e.at(format_args!("message {i}")))?;
         out.push(message);
         rest = tail;
     }
@@ -230,7 +248,7 @@ fn batch_from_binary(
 
 /// The first length-prefixed message of `rest`, and what follows it.
 fn next_binary<'a>(
-    params: &'static ParamSet,
+    rules: Rules,
     rest: &'a [u8],
 ) -> Result<(NewMessage, &'a [u8]), ServiceError> {
     if rest.len() < 4 {
@@ -246,11 +264,11 @@ fn next_binary<'a>(
             "truncated message",
         ));
     }
-    Ok((from_binary(params, &rest[4..4 + len])?, &rest[4 + len..]))
+    Ok((from_binary(rules, &rest[4..4 + len])?, &rest[4 + len..]))
 }
 
 /// Decode and validate one JSON message against the server's parameter set.
-fn from_json(params: &'static ParamSet, m: &MessageIn) -> Result<NewMessage, ServiceError> {
+fn from_json(rules: Rules, m: &MessageIn) -> Result<NewMessage, ServiceError> {
     let clue = B64.decode(m.clue.as_bytes()).map_err(|e| {
         ServiceError::new(ErrorCode::MalformedClue, format!("clue is not base64: {e}"))
     })?;
@@ -261,19 +279,39 @@ fn from_json(params: &'static ParamSet, m: &MessageIn) -> Result<NewMessage, Ser
         )
     })?;
     let decoded = Clue::from_bytes(&clue).map_err(|e| ServiceError::from_omr("clue", e))?;
-    check_params(params, decoded.params().name)?;
-    validate_payload(params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
+    check_params(rules.params, decoded.params().name)?;
+    validate_payload(rules.params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
+    check_postage(rules, &clue, &payload, m.nonce)?;
     Ok(NewMessage { clue, payload })
 }
 
 /// Decode and validate one binary message (`omr_core::Message` encoding).
-fn from_binary(params: &'static ParamSet, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
+fn from_binary(rules: Rules, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
     let m = Message::from_bytes(bytes).map_err(|e| ServiceError::from_omr("message", e))?;
-    check_params(params, m.params().name)?;
+    check_params(rules.params, m.params().name)?;
+    let clue = m.clue.to_bytes();
+    check_postage(rules, &clue, &m.payload, m.nonce)?;
     Ok(NewMessage {
-        clue: m.clue.to_bytes(),
+        clue,
         payload: m.payload,
     })
+}
+
+/// With `postage_bits` > 0, the message's stamp (over the clue bytes as stored): refused with
+/// `postage_required` without a nonce, `postage_invalid` with one that falls short. One
+/// SHA-256 of the message, before anything is queued.
+fn check_postage(
+    rules: Rules,
+    clue: &[u8],
+    payload: &[u8],
+    nonce: Option<u64>,
+) -> Result<(), ServiceError> {
+    if rules.postage_bits == 0 {
+        return Ok(());
+    }
+    Postage::new(rules.params, clue, payload)
+        .check(rules.postage_bits, nonce)
+        .map_err(|e| ServiceError::from_omr("message", e))
 }
 
 fn check_params(params: &ParamSet, got: &str) -> Result<(), ServiceError> {
@@ -295,7 +333,11 @@ mod tests {
     use omr_core::INSECURE_TEST;
 
     fn json_batch(body: &str, max: usize) -> Result<Vec<NewMessage>, ErrorCode> {
-        batch(&INSECURE_TEST, BodyKind::Json, body.as_bytes(), max).map_err(|e| e.code)
+        let rules = Rules {
+            params: &INSECURE_TEST,
+            postage_bits: 0,
+        };
+        batch(rules, BodyKind::Json, body.as_bytes(), max).map_err(|e| e.code)
     }
 
     #[test]

@@ -12,7 +12,13 @@ use omr_proto::v1::register_detection_key_request::Part;
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{RegisterDetectionKeyRequest, RegistrationHeader};
 use omr_server::error::ServiceError;
-use omr_server::http::body::{self, BodyKind, SINGLE_BODY_LIMIT};
+use omr_server::http::body::{self, BodyKind, Rules, SINGLE_BODY_LIMIT};
+
+/// The routes' rules on a server running the insecure set without postage.
+const RULES: Rules = Rules {
+    params: &INSECURE_TEST,
+    postage_bits: 0,
+};
 use prost::Message as _;
 
 use crate::fixtures::insecure;
@@ -61,7 +67,7 @@ fn frame_fields(b: &[u8]) -> Vec<Field> {
 pub fn message_binary() -> Decoder {
     let valid = insecure().messages.clone();
     Decoder::new("POST /v1/messages (binary)", valid, |b| {
-        body::message(&INSECURE_TEST, BodyKind::Binary, b).map_err(refusal)
+        body::message(RULES, BodyKind::Binary, b).map_err(refusal)
     })
     .fields(|_| vec![(6, 2)])
     .alloc(6.5, SLACK)
@@ -73,7 +79,7 @@ pub fn message_json() -> Decoder {
         .map(|m| serde_json::to_vec(&json_message(m)).expect("JSON"))
         .collect();
     Decoder::new("POST /v1/messages (JSON)", valid, |b| {
-        body::message(&INSECURE_TEST, BodyKind::Json, b).map_err(refusal)
+        body::message(RULES, BodyKind::Json, b).map_err(refusal)
     })
     .crafted(vec![
         // A clue of a whole body's worth of base64: refused by its size after decoding it.
@@ -91,7 +97,7 @@ pub fn batch_binary() -> Decoder {
     let m = &insecure().messages;
     let valid = vec![framed(&m[..1]), framed(m)];
     Decoder::new("POST /v1/messages/batch (binary framing)", valid, |b| {
-        body::batch(&INSECURE_TEST, BodyKind::Binary, b, MAX_BATCH).map_err(refusal)
+        body::batch(RULES, BodyKind::Binary, b, MAX_BATCH).map_err(refusal)
     })
     .fields(frame_fields)
     .prefixes_decode()
@@ -113,7 +119,7 @@ pub fn batch_json() -> Decoder {
     let count = (MAX_BATCH * SINGLE_BODY_LIMIT - 64) / (empty.len() + 1);
     let many = format!(r#"{{"messages":[{}]}}"#, vec![empty; count].join(","));
     Decoder::new("POST /v1/messages/batch (JSON)", valid, |b| {
-        body::batch(&INSECURE_TEST, BodyKind::Json, b, MAX_BATCH).map_err(refusal)
+        body::batch(RULES, BodyKind::Json, b, MAX_BATCH).map_err(refusal)
     })
     .crafted(vec![many.into_bytes()])
     .alloc(1.0, SLACK)
