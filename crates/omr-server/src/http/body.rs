@@ -97,11 +97,7 @@ pub(super) async fn read_body(
 }
 
 /// The one message of a `POST /v1/messages` body, under a server's `rules`.
-pub fn message(
-    rules: Rules,
-    kind: BodyKind,
-    bytes: &[u8],
-) -> Result<NewMessage, ServiceError> {
+pub fn message(rules: Rules, kind: BodyKind, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
     match kind {
         BodyKind::Json => {
             let m: MessageIn = serde_json::from_slice(bytes)
@@ -247,10 +243,7 @@ fn batch_from_binary(
 }
 
 /// The first length-prefixed message of `rest`, and what follows it.
-fn next_binary<'a>(
-    rules: Rules,
-    rest: &'a [u8],
-) -> Result<(NewMessage, &'a [u8]), ServiceError> {
+fn next_binary<'a>(rules: Rules, rest: &'a [u8]) -> Result<(NewMessage, &'a [u8]), ServiceError> {
     if rest.len() < 4 {
         return Err(ServiceError::new(
             ErrorCode::MalformedMessage,

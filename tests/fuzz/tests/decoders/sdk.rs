@@ -150,6 +150,7 @@ pub fn params_body() -> Decoder {
             max_kbar: p.max_kbar,
             max_range: p.max_range,
             max_key_bytes: 128 << 20,
+            postage_bits: 20,
             max_batch_messages: 1000,
             board_head: 12345,
         }],

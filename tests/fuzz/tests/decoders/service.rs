@@ -40,6 +40,7 @@ fn json_message(encoded: &[u8]) -> MessageIn {
     MessageIn {
         clue: B64.encode(m.clue.to_bytes()),
         payload: B64.encode(&m.payload),
+        nonce: m.nonce,
     }
 }
 
