@@ -243,7 +243,7 @@ fn batch_from_binary(
 }
 
 /// The first length-prefixed message of `rest`, and what follows it.
-fn next_binary<'a>(rules: Rules, rest: &'a [u8]) -> Result<(NewMessage, &'a [u8]), ServiceError> {
+fn next_binary(rules: Rules, rest: &[u8]) -> Result<(NewMessage, &[u8]), ServiceError> {
     if rest.len() < 4 {
         return Err(ServiceError::new(
             ErrorCode::MalformedMessage,
