@@ -21,6 +21,7 @@ fn header(param_set: &str, kbar: u32, total: usize, start: Start) -> RegisterDet
             kbar,
             total_bytes: total as u64,
             start: Some(start),
+            invite_code: String::new(),
         })),
     }
 }

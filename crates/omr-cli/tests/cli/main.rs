@@ -5,4 +5,5 @@ mod common;
 mod errors;
 mod flow;
 mod follow;
+mod invite;
 mod standalone;
