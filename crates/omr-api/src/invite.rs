@@ -23,7 +23,11 @@ impl fmt::Display for MalformedInviteCode {
             "an invite code is {INVITE_CODE_HEX_DIGITS} hexadecimal digits; this one has {} \
              characters{}: copy it exactly as `omrd invite create` printed it",
             self.len,
-            if self.hex { "" } else { ", not all of them hexadecimal" }
+            if self.hex {
+                ""
+            } else {
+                ", not all of them hexadecimal"
+            }
         )
     }
 }
@@ -63,6 +67,11 @@ mod tests {
         assert!(err.to_string().contains("32 hexadecimal digits"), "{err}");
         assert!(normalize_invite_code("").is_err());
         // Multi-byte characters are counted as characters, never sliced.
-        assert_eq!(normalize_invite_code("é".repeat(16).as_str()).unwrap_err().len, 16);
+        assert_eq!(
+            normalize_invite_code("é".repeat(16).as_str())
+                .unwrap_err()
+                .len,
+            16
+        );
     }
 }

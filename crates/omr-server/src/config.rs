@@ -352,7 +352,10 @@ mod tests {
             jail.clear_env();
             jail.set_env("OMR_ADMIN_TOKEN_FILE", "token");
             let c = Config::load(None).map_err(|e| e.to_string())?;
-            assert_eq!(c.resolve_admin_token().unwrap(), Some(AdminToken::new(secret)));
+            assert_eq!(
+                c.resolve_admin_token().unwrap(),
+                Some(AdminToken::new(secret))
+            );
 
             jail.create_file("short", "abc\n")?;
             jail.set_env("OMR_ADMIN_TOKEN_FILE", "short");
@@ -363,9 +366,15 @@ mod tests {
             let c = Config::load(None).map_err(|e| e.to_string())?;
             assert!(c.resolve_admin_token().is_err(), "a missing file");
             jail.clear_env();
-            assert_eq!(Config::load(None).unwrap().resolve_admin_token().unwrap(), None);
+            assert_eq!(
+                Config::load(None).unwrap().resolve_admin_token().unwrap(),
+                None
+            );
             jail.set_env("OMR_ADMIN_TOKEN", "");
-            assert_eq!(Config::load(None).unwrap().resolve_admin_token().unwrap(), None);
+            assert_eq!(
+                Config::load(None).unwrap().resolve_admin_token().unwrap(),
+                None
+            );
             Ok(())
         });
     }

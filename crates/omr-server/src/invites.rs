@@ -76,8 +76,7 @@ pub async fn mint(
             )))
         }
         Some(d) => {
-            let d = chrono::Duration::from_std(d)
-                .map_err(|e| MintError::Invalid(e.to_string()))?;
+            let d = chrono::Duration::from_std(d).map_err(|e| MintError::Invalid(e.to_string()))?;
             Some(chrono::Utc::now() + d)
         }
     };
@@ -105,10 +104,7 @@ pub async fn admit(store: &Store, invite_code: &str) -> Result<[u8; 32], Service
         return Err(ServiceError::invite_required());
     }
     let code = normalize_invite_code(invite_code).map_err(|e| {
-        ServiceError::new(
-            ErrorCode::InviteInvalid,
-            format!("{e}; nothing was stored"),
-        )
+        ServiceError::new(ErrorCode::InviteInvalid, format!("{e}; nothing was stored"))
     })?;
     let hash = code_hash(&code);
     match store.check_invite(&hash).await {

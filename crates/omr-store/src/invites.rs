@@ -49,9 +49,7 @@ impl StoredInvite {
     /// Whether it admits a registration at `now_ms`, and if not, why.
     pub fn admits(&self, now_ms: i64) -> Result<(), InviteRefusal> {
         match self.expires_ms {
-            Some(expires_ms) if now_ms >= expires_ms => {
-                Err(InviteRefusal::Expired { expires_ms })
-            }
+            Some(expires_ms) if now_ms >= expires_ms => Err(InviteRefusal::Expired { expires_ms }),
             _ if self.uses_left == 0 => Err(InviteRefusal::UsedUp { uses: self.uses }),
             _ => Ok(()),
         }

@@ -95,7 +95,10 @@ async fn invite_mode_registers_only_with_a_valid_code(db: &TestDb) {
     .expect("refused without waiting for key bytes")
     .expect_err("no invite code");
     assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
-    assert!(refused.message().contains("omr register --invite"), "{refused:?}");
+    assert!(
+        refused.message().contains("omr register --invite"),
+        "{refused:?}"
+    );
     assert_eq!(keys(db).await, 0, "nothing stored");
 
     // A code from the admin API works once.
@@ -108,9 +111,14 @@ async fn invite_mode_registers_only_with_a_valid_code(db: &TestDb) {
     // Used again: refused, saying why.
     let again = register(&s, Some(&invite.code)).await.unwrap_err();
     assert_eq!(again.code(), Code::PermissionDenied, "{again:?}");
-    assert!(again.message().contains("used up (all 1 of its uses"), "{again:?}");
+    assert!(
+        again.message().contains("used up (all 1 of its uses"),
+        "{again:?}"
+    );
     // Typed in upper case it is the same code, and as used up.
-    let upper = register(&s, Some(&invite.code.to_uppercase())).await.unwrap_err();
+    let upper = register(&s, Some(&invite.code.to_uppercase()))
+        .await
+        .unwrap_err();
     assert!(upper.message().contains("used up"), "{upper:?}");
 
     // Unknown and malformed codes.
@@ -120,7 +128,10 @@ async fn invite_mode_registers_only_with_a_valid_code(db: &TestDb) {
     assert!(status.message().contains("unknown"), "{status:?}");
     let status = register(&s, Some("not-a-code")).await.unwrap_err();
     assert_eq!(status.code(), Code::PermissionDenied);
-    assert!(status.message().contains("32 hexadecimal digits"), "{status:?}");
+    assert!(
+        status.message().contains("32 hexadecimal digits"),
+        "{status:?}"
+    );
     assert_eq!(keys(db).await, 1, "refusals stored nothing");
 
     let metrics = s.client().metrics().await;
@@ -134,7 +145,9 @@ async fn invite_mode_registers_only_with_a_valid_code(db: &TestDb) {
         .restart_configured(|c| c.registration = Registration::Open)
         .await;
     register(&s, None).await.expect("open registration");
-    register(&s, Some(&unknown)).await.expect("a code is ignored");
+    register(&s, Some(&unknown))
+        .await
+        .expect("a code is ignored");
     assert_eq!(keys(db).await, 3);
     s.stop().await;
 }
@@ -144,11 +157,16 @@ async fn a_code_admits_its_uses_and_refused_registrations_take_none(db: &TestDb)
     let invite = mint(&s, json!({"uses": 3})).await;
     assert_eq!(invite.uses, 3);
     for left in [2, 1, 0] {
-        register(&s, Some(&invite.code)).await.expect("a use is left");
+        register(&s, Some(&invite.code))
+            .await
+            .expect("a use is left");
         assert_eq!(uses_left(db, &invite.code).await, left);
     }
     let status = register(&s, Some(&invite.code)).await.unwrap_err();
-    assert!(status.message().contains("used up (all 3 of its uses"), "{status:?}");
+    assert!(
+        status.message().contains("used up (all 3 of its uses"),
+        "{status:?}"
+    );
     assert_eq!(keys(db).await, 3);
 
     // A second code: an upload whose key does not decode is refused after the header passed,
@@ -172,7 +190,9 @@ async fn a_code_admits_its_uses_and_refused_registrations_take_none(db: &TestDb)
     assert_eq!(uses_left(db, &second.code).await, 1);
 
     // Refused for max_keys (4): no use taken either.
-    let fourth = register(&s, Some(&second.code)).await.expect("the fourth key");
+    let fourth = register(&s, Some(&second.code))
+        .await
+        .expect("the fourth key");
     let third = mint(&s, json!({"uses": 2})).await;
     let full = register(&s, Some(&third.code)).await.unwrap_err();
     assert_eq!(full.code(), Code::ResourceExhausted, "{full:?}");
@@ -206,7 +226,9 @@ async fn an_expired_code_is_refused(db: &TestDb) {
     let invite = mint(&s, json!({"expires_secs": 3600})).await;
     let expires_at = invite.expires_at.as_deref().expect("an expiry");
     assert!(expires_at.ends_with('Z'), "{expires_at}");
-    register(&s, Some(&invite.code)).await.expect("not expired yet");
+    register(&s, Some(&invite.code))
+        .await
+        .expect("not expired yet");
     let stored = db.store().invite(&code_hash(&invite.code)).await.unwrap();
     let ms = stored.unwrap().expires_ms.expect("stored with its expiry");
     let in_an_hour = now_ms() + 3_600_000;
@@ -225,12 +247,21 @@ async fn the_admin_api_wants_the_admin_token(db: &TestDb) {
     let s = invite_server(db, 100).await;
     let error = |r: reqwest::Response| async move {
         let status = r.status();
-        (status, r.json::<ErrorBody>().await.expect("a JSON error body"))
+        (
+            status,
+            r.json::<ErrorBody>().await.expect("a JSON error body"),
+        )
     };
     let (status, body) = error(post_invite(&s, None, json!({})).await).await;
-    assert_eq!((status, body.code.as_str()), (StatusCode::UNAUTHORIZED, "admin_unauthorized"));
+    assert_eq!(
+        (status, body.code.as_str()),
+        (StatusCode::UNAUTHORIZED, "admin_unauthorized")
+    );
     let (status, body) = error(post_invite(&s, Some("not-the-token"), json!({})).await).await;
-    assert_eq!((status, body.code.as_str()), (StatusCode::FORBIDDEN, "admin_forbidden"));
+    assert_eq!(
+        (status, body.code.as_str()),
+        (StatusCode::FORBIDDEN, "admin_forbidden")
+    );
     // A recipient's access token is not the admin token either.
     let invite = mint(&s, json!({})).await;
     let r = s
@@ -242,7 +273,11 @@ async fn the_admin_api_wants_the_admin_token(db: &TestDb) {
     assert_eq!(status, StatusCode::FORBIDDEN);
 
     // Bad requests with the right token: 400, nothing minted.
-    for body in [json!({"uses": 0}), json!({"expires_secs": 0}), json!({"usse": 2})] {
+    for body in [
+        json!({"uses": 0}),
+        json!({"expires_secs": 0}),
+        json!({"usse": 2}),
+    ] {
         let (status, err) = error(post_invite(&s, Some(ADMIN_TOKEN), body.clone()).await).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {err:?}");
     }
@@ -252,13 +287,19 @@ async fn the_admin_api_wants_the_admin_token(db: &TestDb) {
         .json()
         .await
         .unwrap();
-    assert!(api["paths"]["/v1/admin/invites"]["post"].is_object(), "{api}");
+    assert!(
+        api["paths"]["/v1/admin/invites"]["post"].is_object(),
+        "{api}"
+    );
 
     // Without a configured token the admin API is off: 404, whatever is presented.
     let s = s.restart_configured(|c| c.admin_token = None).await;
     for token in [None, Some(ADMIN_TOKEN)] {
         let (status, body) = error(post_invite(&s, token, json!({})).await).await;
-        assert_eq!((status, body.code.as_str()), (StatusCode::NOT_FOUND, "admin_disabled"));
+        assert_eq!(
+            (status, body.code.as_str()),
+            (StatusCode::NOT_FOUND, "admin_disabled")
+        );
         assert!(body.message.contains("admin_token_file"), "{body:?}");
     }
     s.stop().await;

@@ -83,7 +83,16 @@ pub fn register(dir: &Path, http: &str, grpc: &str) -> Value {
 
 /// [`register`] with more arguments (`--invite CODE`).
 pub fn register_with(dir: &Path, http: &str, grpc: &str, more: &[&str]) -> Value {
-    let args = ["register", "--keys", s(dir), "--http", http, "--grpc", grpc, "--json"];
+    let args = [
+        "register",
+        "--keys",
+        s(dir),
+        "--http",
+        http,
+        "--grpc",
+        grpc,
+        "--json",
+    ];
     omr_json(&[&args[..], more].concat())
 }
 

@@ -24,7 +24,15 @@ async fn register_needs_the_operators_invite_code() {
         keygen(&bob, "4");
         // `omr register --keys DIR … --http … --grpc …`, required to fail: its stderr.
         let refused = |dir: &std::path::Path, more: &[&str]| {
-            let mut args = vec!["register", "--keys", s(dir), "--http", &http, "--grpc", &grpc];
+            let mut args = vec![
+                "register",
+                "--keys",
+                s(dir),
+                "--http",
+                &http,
+                "--grpc",
+                &grpc,
+            ];
             args.extend_from_slice(more);
             omr_fails(&args)
         };
@@ -37,7 +45,10 @@ async fn register_needs_the_operators_invite_code() {
         assert!(!alice.join("registration.json").exists());
 
         let e = refused(&alice, &["--invite", "12ab"]);
-        assert!(e.contains("--invite") && e.contains("32 hexadecimal digits"), "{e}");
+        assert!(
+            e.contains("--invite") && e.contains("32 hexadecimal digits"),
+            "{e}"
+        );
 
         let reg = register_with(&alice, &http, &grpc, &["--invite", code.as_str()]);
         assert!(reg["key_id"].is_string(), "{reg}");

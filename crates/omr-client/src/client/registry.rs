@@ -62,16 +62,21 @@ impl Client {
                     use omr_proto::v1::register_detection_key_request::Part;
                     let mut sent = 0u64;
                     let invite = invite_code.as_deref();
-                    let stream =
-                        omr_proto::registration_stream(param_set, kbar as u32, start, invite, bytes)
-                            .inspect(move |req| {
-                                if let Some(Part::Chunk(c)) = &req.part {
-                                    sent += c.len() as u64;
-                                    if let Some(p) = &progress {
-                                        p(sent, total);
-                                    }
-                                }
-                            });
+                    let stream = omr_proto::registration_stream(
+                        param_set,
+                        kbar as u32,
+                        start,
+                        invite,
+                        bytes,
+                    )
+                    .inspect(move |req| {
+                        if let Some(Part::Chunk(c)) = &req.part {
+                            sent += c.len() as u64;
+                            if let Some(p) = &progress {
+                                p(sent, total);
+                            }
+                        }
+                    });
                     let mut request = tonic::Request::new(tokio_stream::iter(stream));
                     request.set_timeout(self.options.upload_timeout);
                     let mut c = self.grpc().await?;

@@ -49,8 +49,7 @@ pub(super) async fn create_invite(
         })?
     };
     let expires = request.expires_secs.map(std::time::Duration::from_secs);
-    let created =
-        crate::invites::mint(&state.store, request.uses.unwrap_or(1), expires).await?;
+    let created = crate::invites::mint(&state.store, request.uses.unwrap_or(1), expires).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 

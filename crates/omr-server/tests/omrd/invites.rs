@@ -15,7 +15,9 @@ const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
 /// `omrd [--database-url URL] --data-dir DIR invite create ARGS…` on `db`'s store.
 fn invite_create(dir: &Path, db: &TestDb, args: &[&str]) -> Output {
     let mut cmd = Command::new(OMRD);
-    cmd.env_remove("OMR_DATABASE_URL").arg("--data-dir").arg(dir);
+    cmd.env_remove("OMR_DATABASE_URL")
+        .arg("--data-dir")
+        .arg(dir);
     if db.data_dir().is_none() {
         cmd.arg("--database-url").arg(db.url());
     }
@@ -49,7 +51,11 @@ async fn a_code_from_omrd_invite_create_is_accepted_by_the_running_server(db: &T
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let code = stdout.trim();
-    assert_eq!(stdout.lines().count(), 1, "only the code on stdout: {stdout}");
+    assert_eq!(
+        stdout.lines().count(),
+        1,
+        "only the code on stdout: {stdout}"
+    );
     assert_eq!(code.len(), 32, "{code}");
     let note = text(&out.stderr);
     assert!(
@@ -78,7 +84,11 @@ async fn a_code_from_omrd_invite_create_is_accepted_by_the_running_server(db: &T
         let out = invite_create(&dir, db, args);
         assert!(!out.status.success(), "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}");
-        assert!(text(&out.stderr).contains(why), "{args:?}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(why),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
     }
 }
 
@@ -95,7 +105,10 @@ fn invite_create_refuses_a_data_directory_without_a_store() {
     assert!(!out.status.success());
     assert!(out.stdout.is_empty());
     let err = text(&out.stderr);
-    assert!(err.contains("no store") && err.contains("--data-dir"), "{err}");
+    assert!(
+        err.contains("no store") && err.contains("--data-dir"),
+        "{err}"
+    );
     assert!(
         !empty.path().join("omr.sqlite3").exists(),
         "no empty store was created"

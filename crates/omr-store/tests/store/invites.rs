@@ -49,23 +49,32 @@ async fn a_use_is_taken_only_with_the_key(db: &TestDb) {
     let code = [1; 32];
     store.create_invite(&code, uses(2), None).await.unwrap();
     let stored = store.invite(&code).await.unwrap().unwrap();
-    assert_eq!((stored.uses, stored.uses_left, stored.expires_ms), (2, 2, None));
+    assert_eq!(
+        (stored.uses, stored.uses_left, stored.expires_ms),
+        (2, 2, None)
+    );
     store.check_invite(&code).await.unwrap();
-    assert_eq!(uses_left(&store, &code).await, 2, "a check takes nothing");
+    assert_eq!(uses_left(store, &code).await, 2, "a check takes nothing");
 
     store.insert_key(&invited_key("a", code)).await.unwrap();
-    assert_eq!(uses_left(&store, &code).await, 1);
+    assert_eq!(uses_left(store, &code).await, 1);
 
     // Refused for the cap: the use it took in its transaction is rolled back with it.
     let refused = store.insert_key_within(&invited_key("b", code), 1).await;
-    assert!(matches!(refused, Err(StoreError::KeyLimit { keys: 1, cap: 1 })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::KeyLimit { keys: 1, cap: 1 })),
+        "{refused:?}"
+    );
     // A failing insert (the key id exists): rolled back too.
     assert!(store.insert_key(&invited_key("a", code)).await.is_err());
-    assert_eq!(uses_left(&store, &code).await, 1);
+    assert_eq!(uses_left(store, &code).await, 1);
     assert_eq!(store.key_count().await.unwrap(), 1);
 
-    store.insert_key_within(&invited_key("b", code), 2).await.unwrap();
-    assert_eq!(uses_left(&store, &code).await, 0);
+    store
+        .insert_key_within(&invited_key("b", code), 2)
+        .await
+        .unwrap();
+    assert_eq!(uses_left(store, &code).await, 0);
     assert_eq!(store.key_count().await.unwrap(), 2);
 }
 
@@ -87,13 +96,16 @@ async fn racing_registrations_share_exactly_the_uses(db: &TestDb) {
     }
     assert_eq!(stored, 3);
     assert_eq!(store.key_count().await.unwrap(), 3);
-    assert_eq!(uses_left(&store, &code).await, 0);
+    assert_eq!(uses_left(store, &code).await, 0);
 }
 
 async fn unknown_used_up_and_expired_codes_are_refused(db: &TestDb) {
     let store = db.store();
     let unknown = [3; 32];
-    assert_eq!(refusal(store.check_invite(&unknown).await), InviteRefusal::Unknown);
+    assert_eq!(
+        refusal(store.check_invite(&unknown).await),
+        InviteRefusal::Unknown
+    );
     let r = store.insert_key(&invited_key("u", unknown)).await;
     assert_eq!(refusal(r), InviteRefusal::Unknown);
 
@@ -102,15 +114,24 @@ async fn unknown_used_up_and_expired_codes_are_refused(db: &TestDb) {
     store.insert_key(&invited_key("first", once)).await.unwrap();
     let used_up = InviteRefusal::UsedUp { uses: 1 };
     assert_eq!(refusal(store.check_invite(&once).await), used_up);
-    assert_eq!(refusal(store.insert_key(&invited_key("second", once)).await), used_up);
+    assert_eq!(
+        refusal(store.insert_key(&invited_key("second", once)).await),
+        used_up
+    );
 
     let expired = [5; 32];
     let past = 1_000; // 1 s after the Unix epoch
-    store.create_invite(&expired, uses(5), Some(past)).await.unwrap();
+    store
+        .create_invite(&expired, uses(5), Some(past))
+        .await
+        .unwrap();
     let gone = InviteRefusal::Expired { expires_ms: past };
     assert_eq!(refusal(store.check_invite(&expired).await), gone);
-    assert_eq!(refusal(store.insert_key(&invited_key("late", expired)).await), gone);
-    assert_eq!(uses_left(&store, &expired).await, 5);
+    assert_eq!(
+        refusal(store.insert_key(&invited_key("late", expired)).await),
+        gone
+    );
+    assert_eq!(uses_left(store, &expired).await, 5);
 
     // Only the one admitted key was stored.
     assert_eq!(store.key_count().await.unwrap(), 1);
