@@ -270,7 +270,7 @@ def config_keys():
         return set(), {}
     keys = set(re.findall(r'"([a-z_]+)"', m.group(1)))
     enums = {}
-    for field, enum in (("role", "Role"), ("log_format", "LogFormat")):
+    for field, enum in (("role", "Role"), ("log_format", "LogFormat"), ("registration", "Registration")):
         e = re.search(r"pub enum " + enum + r" \{(.*?)\}", src, re.S)
         if e:
             enums[field] = {v.lower() for v in re.findall(r"([A-Z][a-z]+),", e.group(1))}

@@ -56,13 +56,24 @@ pub enum ErrorCode {
     PostageInvalid,
     /// The server is shutting down: nothing was stored, retry.
     Unavailable,
+    /// The server registers keys only with an invite code (`registration = "invite"`), and the
+    /// registration carried none.
+    InviteRequired,
+    /// The invite code is unknown, used up or expired (the message says which).
+    InviteInvalid,
+    /// An admin API call without `Authorization: Bearer <admin token>`.
+    AdminUnauthorized,
+    /// An admin API call with a token that is not the admin token.
+    AdminForbidden,
+    /// The admin API is off: no `admin_token` / `admin_token_file` is configured.
+    AdminDisabled,
     /// An internal failure; the server logged the cause.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 30] = [
         ErrorCode::MalformedJson,
         ErrorCode::MalformedClue,
         ErrorCode::MalformedPayload,
@@ -88,6 +99,11 @@ impl ErrorCode {
         ErrorCode::PostageInvalid,
         ErrorCode::Unavailable,
         ErrorCode::Internal,
+        ErrorCode::InviteRequired,
+        ErrorCode::InviteInvalid,
+        ErrorCode::AdminUnauthorized,
+        ErrorCode::AdminForbidden,
+        ErrorCode::AdminDisabled,
     ];
 
     /// The code as it appears in error bodies and metric labels.
@@ -118,6 +134,11 @@ impl ErrorCode {
             ErrorCode::PostageInvalid => "postage_invalid",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::InviteRequired => "invite_required",
+            ErrorCode::InviteInvalid => "invite_invalid",
+            ErrorCode::AdminUnauthorized => "admin_unauthorized",
+            ErrorCode::AdminForbidden => "admin_forbidden",
+            ErrorCode::AdminDisabled => "admin_disabled",
         }
     }
 
@@ -138,11 +159,13 @@ impl ErrorCode {
             | ErrorCode::InvalidKey
             | ErrorCode::ParamSetMismatch
             | ErrorCode::EmptyBatch => 400,
-            ErrorCode::Unauthorized => 401,
+            ErrorCode::Unauthorized | ErrorCode::InviteRequired | ErrorCode::AdminUnauthorized => {
+                401
+            }
             // Payment Required: postage is the payment (a proof of work, not money).
             ErrorCode::PostageRequired | ErrorCode::PostageInvalid => 402,
-            ErrorCode::Forbidden => 403,
-            ErrorCode::UnknownKey => 404,
+            ErrorCode::Forbidden | ErrorCode::InviteInvalid | ErrorCode::AdminForbidden => 403,
+            ErrorCode::UnknownKey | ErrorCode::AdminDisabled => 404,
             ErrorCode::UploadTimeout => 408,
             ErrorCode::StartIndexRetired => 410,
             ErrorCode::PayloadTooLarge

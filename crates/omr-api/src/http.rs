@@ -160,6 +160,32 @@ pub struct KeyStatus {
     pub eta_secs: Option<u64>,
 }
 
+/// `POST /v1/admin/invites`: mint an invite code (admin token required).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewInvite {
+    /// Registrations the code admits (default 1, at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses: Option<u32>,
+    /// Seconds from now until the code expires (default: never; at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_secs: Option<u64>,
+}
+
+/// A minted invite code. The code is shown only here: the server keeps its SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CreatedInvite {
+    /// 32 hexadecimal digits (128 random bits), for `omr register --invite CODE`.
+    pub code: String,
+    /// Registrations it admits.
+    pub uses: u32,
+    /// When it expires, RFC 3339; `null` when it never does.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+}
+
 /// The JSON body of every error response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -6,12 +6,14 @@
 //! - [`ErrorCode`]: the stable error codes of `{code, message}` bodies, and the HTTP status each
 //!   is answered with (the gRPC mapping lives with the server's gRPC service).
 //! - [`StartAt`] and [`CHUNK_BYTES`]: what the gRPC registry and the store share with the SDK.
+//! - [`invite`]: the shape of invite codes (`registration = "invite"`).
 //!
 //! No transport code: the server (axum, tonic) and the SDK (reqwest, tonic) map these types.
 
 mod error_code;
 pub mod headers;
 pub mod http;
+pub mod invite;
 
 pub use error_code::ErrorCode;
 

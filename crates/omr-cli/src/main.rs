@@ -55,6 +55,7 @@ address senders need) and DIR/detection.key (uploaded by `omr register`).")]
   omr register --keys alice
   omr register --keys alice --grpc http://omr.example:50051 --http http://omr.example:8080
   omr register --keys alice --start-index 0     # also detect messages already on the board
+  omr register --keys alice --invite 3f0c9e5a7d41b2c68e0f1a2b3c4d5e6f   # a server that wants one
 
 Writes DIR/registration.json (mode 0600) with the key id and the access token; the token is \
 the only credential for the key's digests and is shown nowhere else.")]

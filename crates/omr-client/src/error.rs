@@ -49,6 +49,17 @@ pub enum Error {
         key_id: String,
         message: String,
     },
+    /// The server did not admit the registration: it wants an invite code, or the code is
+    /// unknown, used up or expired (its message says which and what to do).
+    #[error("{api} server at {url} did not admit the key: {message}")]
+    NotAdmitted {
+        api: Api,
+        url: String,
+        message: String,
+    },
+    /// An invite code that is not one (checked before anything is sent).
+    #[error("invalid invite code: {0}")]
+    BadInvite(String),
     /// The key is not registered on this server (never was, or was deleted).
     #[error("{api} server at {url} has no detection key {key_id}; register it again with `omr register`")]
     UnknownKey {

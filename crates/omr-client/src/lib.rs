@@ -65,6 +65,7 @@ mod retrieve;
 pub use client::{Client, ClientOptions, FetchedDigest, KeyStatus, Progress, Sent, ServerParams};
 pub use error::{Api, Error, Result};
 pub use keydir::{DigestState, KeyDir, Registration};
+pub use omr_api::invite::normalize_invite_code;
 pub use omr_api::StartAt;
 pub use postage::Stamp;
 pub use retrieve::{split_point, Retrieval};

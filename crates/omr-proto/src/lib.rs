@@ -81,15 +81,17 @@ pub fn registration_requests(
     start: Start,
     key: &[u8],
 ) -> Vec<RegisterDetectionKeyRequest> {
-    registration_stream(param_set, kbar, start, Arc::from(key)).collect()
+    registration_stream(param_set, kbar, start, None, Arc::from(key)).collect()
 }
 
-/// [`registration_requests`], made lazily: each chunk is copied out of `key` only when the
-/// transport asks for it, so a 100 MB key is not held twice.
+/// [`registration_requests`] with an invite code in the header (when given), made lazily: each
+/// chunk is copied out of `key` only when the transport asks for it, so a 100 MB key is not held
+/// twice.
 pub fn registration_stream(
     param_set: &str,
     kbar: u32,
     start: Start,
+    invite_code: Option<&str>,
     key: Arc<[u8]>,
 ) -> impl Iterator<Item = RegisterDetectionKeyRequest> + Send + 'static {
     let header = RegisterDetectionKeyRequest {
@@ -98,6 +100,7 @@ pub fn registration_stream(
             kbar,
             total_bytes: key.len() as u64,
             start: Some(start),
+            invite_code: invite_code.unwrap_or_default().to_string(),
         })),
     };
     let chunks = key.len().div_ceil(CHUNK_BYTES);

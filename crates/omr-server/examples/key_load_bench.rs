@@ -61,6 +61,7 @@ async fn main() -> anyhow::Result<()> {
             token_hash: [0; 32],
             key: &key,
             digest_key: &keys.detection_key.digest_key().to_bytes(),
+            invite_hash: None,
         })
         .await?;
     drop(keys);

@@ -66,19 +66,9 @@ impl Application {
                 omr_core::MAX_POSTAGE_BITS
             );
         }
-        let store = match &config.database_url {
-            Some(url) => Store::connect(url)
-                .await
-                .context("connecting to the database")?,
-            None => Store::open_embedded(&config.data_dir)
-                .await
-                .with_context(|| {
-                    format!(
-                        "opening the embedded store under {}",
-                        config.data_dir.display()
-                    )
-                })?,
-        };
+        let admin_token_hash = config.resolve_admin_token()?.map(|t| t.sha256());
+        warn_if_open_to_the_network(&config);
+        let store = open_store(&config).await?;
         tracing::info!(backend = ?store.backend(), param_set = params.name, "store ready, migrations applied");
         let http = TcpListener::bind(config.http_addr)
             .await
@@ -113,6 +103,7 @@ impl Application {
             bulk_jobs_held: Default::default(),
             presence,
             progress: Default::default(),
+            admin_token_hash,
         });
         let app = Application {
             state,
@@ -206,6 +197,41 @@ impl Application {
         store.close().await;
         tracing::info!("omrd stopped");
         Ok(())
+    }
+}
+
+/// The store `config` names: PostgreSQL at `database_url`, else the SQLite file under
+/// `data_dir` (created if needed); migrated.
+pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
+    match &config.database_url {
+        Some(url) => Store::connect(url)
+            .await
+            .context("connecting to the database"),
+        None => Store::open_embedded(&config.data_dir)
+            .await
+            .with_context(|| {
+                format!(
+                    "opening the embedded store under {}",
+                    config.data_dir.display()
+                )
+            }),
+    }
+}
+
+/// Open registration is the default for an omrd on the loopback interface; on an address others
+/// can reach, anyone could register keys, each costing a detection per message for ever.
+fn warn_if_open_to_the_network(config: &Config) {
+    let serves_grpc = config.role != crate::config::Role::Worker;
+    if config.registration == crate::config::Registration::Open
+        && serves_grpc
+        && !config.grpc_addr.ip().is_loopback()
+    {
+        tracing::warn!(
+            grpc_addr = %config.grpc_addr,
+            "registration is open on an address others may reach: anyone who reaches it can \
+             register detection keys (up to max_keys); set registration = \"invite\" \
+             (OMR_REGISTRATION=invite) and mint codes with `omrd invite create`"
+        );
     }
 }
 

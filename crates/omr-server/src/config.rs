@@ -4,9 +4,13 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
+
+pub use crate::admin_token::{AdminToken, MIN_ADMIN_TOKEN_LEN};
 
 /// How logs are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -44,6 +48,15 @@ pub struct Config {
     /// store). Past it, registration is refused with RESOURCE_EXHAUSTED before any key byte is
     /// read. Every key costs one detection per message posted, and ≈ 107 MB of storage (omr-v1).
     pub max_keys: u64,
+    /// Who may register a detection key: `open` (anyone who reaches the gRPC port) or `invite`
+    /// (only with an invite code from `omrd invite create` or the admin API).
+    pub registration: Registration,
+    /// The bearer token of the admin API (`POST /v1/admin/invites`). Unset (and no
+    /// `admin_token_file`): the admin API is off. Never serialized, never printed.
+    #[serde(skip_serializing)]
+    pub admin_token: Option<AdminToken>,
+    /// A file holding the admin token (a mounted secret), instead of `admin_token`.
+    pub admin_token_file: Option<PathBuf>,
     /// Most messages in one `POST /v1/messages/batch`.
     pub max_batch_messages: usize,
     /// Postage: every posted message must carry a stamp whose hash has at least this many
@@ -99,6 +112,14 @@ pub struct Config {
     pub online_secs: u64,
 }
 
+/// Who may register a detection key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Registration {
+    Open,
+    Invite,
+}
+
 /// What this process does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -122,6 +143,9 @@ impl Default for Config {
             key_upload_timeout_secs: 600,
             max_concurrent_uploads: 2,
             max_keys: 100,
+            registration: Registration::Open,
+            admin_token: None,
+            admin_token_file: None,
             max_batch_messages: 1000,
             postage_bits: 0,
             max_commit_messages: 4096,
@@ -158,6 +182,9 @@ pub const KEYS: &[&str] = &[
     "key_upload_timeout_secs",
     "max_concurrent_uploads",
     "max_keys",
+    "registration",
+    "admin_token",
+    "admin_token_file",
     "max_batch_messages",
     "postage_bits",
     "max_commit_messages",
@@ -206,6 +233,39 @@ impl Config {
         }
     }
 
+    /// The admin token, from `admin_token` or the file `admin_token_file` (its first line; at
+    /// most one of the two may be set), checked to be at least [`MIN_ADMIN_TOKEN_LEN`]
+    /// characters; `None` when neither is set, or `admin_token` is empty (the admin API is
+    /// off).
+    pub fn resolve_admin_token(&self) -> anyhow::Result<Option<AdminToken>> {
+        // An empty `admin_token` (`OMR_ADMIN_TOKEN=`, as compose passes an unset variable) is
+        // no token; an empty file is an error (a secret that did not arrive).
+        let inline = self.admin_token.as_ref().filter(|t| t.char_count() > 0);
+        let token = match (inline, &self.admin_token_file) {
+            (Some(_), Some(_)) => anyhow::bail!(
+                "both admin_token and admin_token_file are set: keep one (the file, for a secret)"
+            ),
+            (Some(t), None) => t.clone(),
+            (None, Some(file)) => {
+                let text = SecretString::from(
+                    std::fs::read_to_string(file)
+                        .with_context(|| format!("reading admin_token_file {}", file.display()))?,
+                );
+                let first = text.expose_secret().lines().next().unwrap_or("").trim();
+                AdminToken::new(first)
+            }
+            (None, None) => return Ok(None),
+        };
+        if token.char_count() < MIN_ADMIN_TOKEN_LEN {
+            anyhow::bail!(
+                "the admin token has {} characters, fewer than {MIN_ADMIN_TOKEN_LEN}: use a long \
+                 random one, e.g. `openssl rand -hex 32`",
+                token.char_count()
+            );
+        }
+        Ok(Some(token))
+    }
+
     /// The address file scripts read to find the bound ports.
     pub fn addr_file(&self) -> PathBuf {
         self.data_dir.join("omrd.addr")
@@ -242,6 +302,9 @@ mod tests {
         v["retain_messages"] = serde_json::json!(1);
         v["retain_digest_messages"] = serde_json::json!(1);
         v["key_disk_bytes"] = serde_json::json!(1);
+        v["admin_token_file"] = serde_json::json!("x");
+        // Never serialized (it is a secret), but a key all the same.
+        v["admin_token"] = serde_json::json!("x");
         let mut fields: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         fields.sort();
         let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();
@@ -271,6 +334,55 @@ mod tests {
                 "typo in a file key accepted"
             );
             assert!(Config::load(Some(Path::new("missing.toml"))).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API returns its own large error
+    fn the_admin_token_comes_from_the_environment_or_a_file_and_is_never_shown() {
+        figment::Jail::expect_with(|jail| {
+            let secret = "0123456789abcdef-secret";
+            jail.set_env("OMR_ADMIN_TOKEN", secret);
+            jail.set_env("OMR_REGISTRATION", "invite");
+            let c = Config::load(None).map_err(|e| e.to_string())?;
+            assert_eq!(c.registration, Registration::Invite);
+            let token = c.resolve_admin_token().unwrap().expect("a token");
+            assert_eq!(token, AdminToken::new(secret));
+            assert!(!format!("{c:?}").contains(secret), "Debug shows the token");
+            let json = serde_json::to_string(&c).unwrap();
+            assert!(!json.contains(secret), "serialized: {json}");
+
+            jail.create_file("token", &format!("{secret}\n"))?;
+            jail.set_env("OMR_ADMIN_TOKEN_FILE", "token");
+            let c = Config::load(None).map_err(|e| e.to_string())?;
+            assert!(c.resolve_admin_token().is_err(), "both set");
+            jail.clear_env();
+            jail.set_env("OMR_ADMIN_TOKEN_FILE", "token");
+            let c = Config::load(None).map_err(|e| e.to_string())?;
+            assert_eq!(
+                c.resolve_admin_token().unwrap(),
+                Some(AdminToken::new(secret))
+            );
+
+            jail.create_file("short", "abc\n")?;
+            jail.set_env("OMR_ADMIN_TOKEN_FILE", "short");
+            let c = Config::load(None).map_err(|e| e.to_string())?;
+            let err = c.resolve_admin_token().unwrap_err().to_string();
+            assert!(err.contains("openssl rand"), "{err}");
+            jail.set_env("OMR_ADMIN_TOKEN_FILE", "missing");
+            let c = Config::load(None).map_err(|e| e.to_string())?;
+            assert!(c.resolve_admin_token().is_err(), "a missing file");
+            jail.clear_env();
+            assert_eq!(
+                Config::load(None).unwrap().resolve_admin_token().unwrap(),
+                None
+            );
+            jail.set_env("OMR_ADMIN_TOKEN", "");
+            assert_eq!(
+                Config::load(None).unwrap().resolve_admin_token().unwrap(),
+                None
+            );
             Ok(())
         });
     }

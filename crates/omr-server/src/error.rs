@@ -8,6 +8,7 @@ use axum::Json;
 use omr_api::http::ErrorBody;
 use omr_api::ErrorCode;
 use omr_core::OmrError;
+use omr_store::InviteRefusal;
 
 /// An error answered to a client of the HTTP or the gRPC API.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +55,41 @@ impl ServiceError {
                 "start index {start} is below the oldest retained board message ({oldest}): \
                  retention deleted the messages before it; nothing was stored. Register from \
                  index {oldest} or later, or from now"
+            ),
+        )
+    }
+
+    /// The refusal of a registration without an invite code by a server that wants one.
+    pub fn invite_required() -> Self {
+        Self::new(
+            ErrorCode::InviteRequired,
+            "this server registers detection keys only with an invite code (registration = \
+             \"invite\"): ask its operator for one and pass it with `omr register --invite CODE` \
+             (SDK: `Client::register_with_invite`); nothing was stored",
+        )
+    }
+
+    /// The refusal of a registration whose invite code admits none, saying why.
+    pub fn invite_refused(refusal: InviteRefusal) -> Self {
+        let why = match refusal {
+            InviteRefusal::Unknown => "is unknown to this server: check that it was copied \
+                                       exactly and is for this server"
+                .to_string(),
+            InviteRefusal::UsedUp { uses } => {
+                format!("is used up (all {uses} of its uses were taken)")
+            }
+            InviteRefusal::Expired { expires_ms } => format!(
+                "expired at {}",
+                chrono::DateTime::from_timestamp_millis(expires_ms)
+                    .map_or(format!("{expires_ms} ms"), |t| t
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            ),
+        };
+        Self::new(
+            ErrorCode::InviteInvalid,
+            format!(
+                "the invite code {why}; ask the server's operator for a new one. Nothing was \
+                 stored and no invite use was taken"
             ),
         )
     }
@@ -118,9 +154,13 @@ impl ServiceError {
             | ErrorCode::BatchTooLarge
             | ErrorCode::KeyTooLarge
             | ErrorCode::TooManyKeys => Code::ResourceExhausted,
-            ErrorCode::Unauthorized => Code::Unauthenticated,
-            ErrorCode::Forbidden => Code::PermissionDenied,
-            ErrorCode::UnknownKey => Code::NotFound,
+            ErrorCode::Unauthorized | ErrorCode::InviteRequired | ErrorCode::AdminUnauthorized => {
+                Code::Unauthenticated
+            }
+            ErrorCode::Forbidden | ErrorCode::InviteInvalid | ErrorCode::AdminForbidden => {
+                Code::PermissionDenied
+            }
+            ErrorCode::UnknownKey | ErrorCode::AdminDisabled => Code::NotFound,
             ErrorCode::UploadTimeout => Code::DeadlineExceeded,
             ErrorCode::StartIndexRetired
             | ErrorCode::PostageRequired

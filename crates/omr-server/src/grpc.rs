@@ -1,5 +1,6 @@
-//! The gRPC key registry (`omr.v1.Detector`): streamed detection-key upload, status (and
-//! watching it: `status.rs`), deletion, digests.
+//! The gRPC key registry (`omr.v1.Detector`): streamed detection-key upload (admitted from its
+//! header: parameters, invite code, `max_keys`), status (and watching it: `status.rs`),
+//! deletion, digests.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,7 @@ use tokio::sync::Semaphore;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::config::Registration;
 use crate::error::ServiceError;
 use crate::state::AppState;
 
@@ -44,11 +46,6 @@ impl DetectorService {
             .inc();
     }
 
-    /// Check the header against this server before any key bytes are accepted.
-    fn check_header(&self, h: &RegistrationHeader) -> Result<(), ServiceError> {
-        check_header(h, self.state.params, self.state.config.max_key_bytes)
-    }
-
     /// Refuse a registration when `max_keys` keys are registered already, or when it starts
     /// below the oldest board message retention kept, from the header alone: no key byte is
     /// read. (The insert checks both again, atomically, for uploads racing.)
@@ -71,10 +68,12 @@ impl DetectorService {
         Ok(())
     }
 
+    /// The header (checked: the parameters, the invite when one is needed, room under
+    /// `max_keys`), the invite's hash, and the key's bytes.
     async fn receive(
         &self,
         mut stream: Streaming<RegisterDetectionKeyRequest>,
-    ) -> Result<(RegistrationHeader, Vec<u8>), Status> {
+    ) -> Result<(RegistrationHeader, Option<[u8; 32]>, Vec<u8>), Status> {
         let header = match stream.next().await {
             Some(Ok(RegisterDetectionKeyRequest {
                 part: Some(Part::Header(h)),
@@ -87,7 +86,16 @@ impl DetectorService {
                 ))
             }
         };
-        self.check_header(&header).map_err(Status::from)?;
+        check_header(&header, self.state.params, self.state.config.max_key_bytes)
+            .map_err(Status::from)?;
+        // With registration = "invite", a code that admits a registration now (the insert
+        // takes the use); an open server ignores any code.
+        let invite = match self.state.config.registration {
+            Registration::Open => None,
+            Registration::Invite => {
+                Some(crate::invites::admit(&self.state.store, &header.invite_code).await?)
+            }
+        };
         self.check_room(&header).await.map_err(Status::from)?;
         let total = header.total_bytes as usize;
         let mut key = Vec::with_capacity(total);
@@ -113,7 +121,7 @@ impl DetectorService {
                 key.len()
             )));
         }
-        Ok((header, key))
+        Ok((header, invite, key))
     }
 
     /// Authenticate a call on `key_id` with its Bearer token (see [`crate::auth::authorize`]).
@@ -152,7 +160,7 @@ impl Detector for DetectorService {
         })?;
         let deadline = Duration::from_secs(self.state.config.key_upload_timeout_secs);
         let received = tokio::time::timeout(deadline, self.receive(request.into_inner())).await;
-        let (header, key) = match received {
+        let (header, invite_hash, key) = match received {
             Ok(Ok(v)) => v,
             Ok(Err(status)) => {
                 self.outcome("refused");
@@ -209,6 +217,7 @@ impl Detector for DetectorService {
                     token_hash,
                     key: &key,
                     digest_key: &digest_key,
+                    invite_hash,
                 },
                 self.state.config.max_keys,
             )
@@ -219,13 +228,15 @@ impl Detector for DetectorService {
                     StoreError::StartRetired { start, oldest } => {
                         ServiceError::start_index_retired(start, oldest)
                     }
+                    StoreError::InviteRefused(r) => ServiceError::invite_refused(r),
                     e => return ServiceError::internal("storing a key", e),
                 };
                 self.outcome("refused");
                 refusal
             })?;
         self.outcome("registered");
-        tracing::info!(%key_id, bytes = key.len(), start_index, "detection key registered");
+        let invited = invite_hash.is_some();
+        tracing::info!(%key_id, bytes = key.len(), start_index, invited, "detection key registered");
         Ok(Response::new(RegisterDetectionKeyResponse {
             key_id,
             access_token: token,

@@ -1,8 +1,9 @@
 //! omrd as a library: configuration, telemetry, the HTTP board (axum), the gRPC key registry
 //! (tonic), group commit, detection, key status and waiting for it to move (`status`,
-//! `progress`), who is online (`presence`), metrics and ordered shutdown. `bin/omrd.rs` is a
-//! thin `main`.
+//! `progress`), who is online (`presence`), invite codes (`invites`), metrics and ordered
+//! shutdown. `bin/omrd.rs` is a thin `main`.
 
+pub mod admin_token;
 pub mod app;
 pub mod auth;
 pub mod config;
@@ -12,6 +13,7 @@ pub mod grpc;
 pub mod health;
 pub mod http;
 pub mod ingest;
+pub mod invites;
 pub mod key_state;
 pub mod metrics;
 pub mod presence;
@@ -22,4 +24,4 @@ pub mod telemetry;
 pub mod worker;
 
 pub use app::Application;
-pub use config::{Config, LogFormat, Role};
+pub use config::{AdminToken, Config, LogFormat, Registration, Role};

@@ -37,6 +37,9 @@ pub struct AppState {
     /// Encoded digests by (key id, range start, range end): valid until the cursor moves.
     /// `Bytes`, so that a response shares the cached encoding instead of copying it.
     pub digests: Mutex<HashMap<DigestRange, axum::body::Bytes>>,
+    /// The SHA-256 of the admin API's token (`admin_token` / `admin_token_file`); `None`: the
+    /// admin API is off. The token itself is not kept.
+    pub admin_token_hash: Option<[u8; 32]>,
     /// Which recipients are online (throttled writes to the store).
     pub presence: Presence,
     /// Each key's cursor as commits move it, for calls waiting for a key's next message.

@@ -2,6 +2,8 @@
 
 use thiserror::Error;
 
+use crate::InviteRefusal;
+
 /// Store errors. `Database` carries the driver's message for logs; callers show clients a
 /// generic message.
 #[derive(Debug, Error)]
@@ -26,4 +28,8 @@ pub enum StoreError {
     /// stored.
     #[error("start index {start} is below the oldest retained board index {oldest}")]
     StartRetired { start: u64, oldest: u64 },
+    /// A registration whose invite code admits none (unknown, used up or expired); nothing was
+    /// stored and no use was taken.
+    #[error("{0}")]
+    InviteRefused(InviteRefusal),
 }

@@ -1,9 +1,11 @@
 //! The detection-key registry: a key in chunks with its registration (token hash), digest key
-//! and cursor, stored and deleted in one transaction each.
+//! and cursor, stored (taking an invite's use, when it needs one) and deleted in one
+//! transaction each.
 
 use sqlx::Row;
 
 use crate::backend::{now_ms, to_u64};
+use crate::invites::take_invite_use;
 use crate::retention::{oldest_retained, RETENTION_LOCK};
 use crate::{Store, StoreError};
 
@@ -27,6 +29,10 @@ pub struct NewKey<'a> {
     pub key: &'a [u8],
     /// The encoded digest key extracted from `key`.
     pub digest_key: &'a [u8],
+    /// The SHA-256 of the invite code this registration presents (`registration = "invite"`):
+    /// one use is taken in the transaction that stores the key, or the insert is refused with
+    /// [`StoreError::InviteRefused`]. `None`: no invite needed.
+    pub invite_hash: Option<[u8; 32]>,
 }
 
 /// A registered key's metadata.
@@ -69,6 +75,12 @@ impl Store {
         cap: Option<u64>,
     ) -> Result<u64, StoreError> {
         let mut tx = self.begin_write().await?;
+        if let Some(hash) = &key.invite_hash {
+            // First, so that the transaction starts as a write: on SQLite another process (an
+            // `omrd invite create`) may write meanwhile, and a transaction that read first
+            // could not upgrade to a write after it.
+            take_invite_use(&mut tx, hash).await?;
+        }
         if let Some(cap) = cap {
             tx.serialise(REGISTRATION_LOCK).await?;
             let keys = count_keys(&mut *tx).await?;

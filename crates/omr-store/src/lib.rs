@@ -11,7 +11,8 @@
 //! sees index i has already been able to see every index below it.
 //!
 //! One module per concept, each adding its methods to [`Store`]: `backend` (connecting,
-//! migrations, the SQLite writer lock), `board`, `keys`, `detection`, `leases` (with `balance`,
+//! migrations, the SQLite writer lock), `board`, `keys` (with `invites`, the codes a
+//! registration may need), `detection`, `leases` (with `balance`,
 //! the fair share of keys per live worker), `retention`, `notify` (board and progress
 //! notifications across processes), `overview` (detection over all keys), `presence` (when each
 //! key's recipient was last seen), `schedule` (what workers say about their keys), and, behind
@@ -23,6 +24,7 @@ mod balance;
 mod board;
 mod detection;
 mod error;
+mod invites;
 mod keys;
 mod leases;
 mod notify;
@@ -37,6 +39,7 @@ pub use backend::{Backend, Store};
 pub use board::{NewMessage, StoredMessage};
 pub use detection::{ActiveKey, StoredAccumulator};
 pub use error::StoreError;
+pub use invites::{InviteRefusal, StoredInvite, MAX_INVITE_USES};
 pub use keys::{KeyMeta, NewKey, StartAt, KEY_CHUNK_BYTES};
 pub use leases::LeaseGrant;
 pub use notify::{BOARD_CHANNEL, PROGRESS_CHANNEL};

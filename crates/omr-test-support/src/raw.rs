@@ -90,24 +90,37 @@ impl RawClient {
 
     /// Register `keys`' detection key (streamed in chunks), starting at `start`.
     pub async fn register(&self, keys: KeySet, start: Start) -> Recipient {
-        let requests = omr_proto::registration_requests(
+        self.try_register(keys, start, None)
+            .await
+            .unwrap_or_else(|e| panic!("register a detection key: {e:?}"))
+    }
+
+    /// Register `keys`' detection key with `invite_code` in the header (when given): the
+    /// recipient, or the server's refusal.
+    pub async fn try_register(
+        &self,
+        keys: KeySet,
+        start: Start,
+        invite_code: Option<&str>,
+    ) -> Result<Recipient, tonic::Status> {
+        let requests = omr_proto::registration_stream(
             keys.secret.params().name,
             keys.secret.kbar() as u32,
             start,
-            &keys.detection_key.to_bytes(),
+            invite_code,
+            keys.detection_key.to_bytes().into(),
         );
         let registered = self
             .detector()
             .await
             .register_detection_key(tokio_stream::iter(requests))
-            .await
-            .unwrap_or_else(|e| panic!("register a detection key: {e:?}"))
+            .await?
             .into_inner();
-        Recipient {
+        Ok(Recipient {
             keys,
             key_id: registered.key_id,
             token: registered.access_token,
-        }
+        })
     }
 
     /// Post `payload` with a fresh clue for `to` (JSON); require `201` and return its index.

@@ -1,6 +1,7 @@
 //! One test binary for the end-to-end tests (each file below is a module), so that the
 //! heavy dependencies are linked once rather than once per file.
 
+mod admission;
 mod board;
 mod capacity;
 mod detection;

@@ -20,6 +20,7 @@ fn header(param_set: &str, kbar: u32, total: usize, start: Start) -> RegisterDet
             kbar,
             total_bytes: total as u64,
             start: Some(start),
+            invite_code: String::new(),
         })),
     }
 }
@@ -134,7 +135,6 @@ async fn a_real_key_registers_in_chunks_and_its_token_guards_it(db: &TestDb) {
     );
     assert_eq!((st.cursor, st.board_head, st.lag), (0, 0, 0));
     assert!(st.registered_at.ends_with('Z'));
-
     // The stored key is byte-identical and decodes.
     let stored = db.store().key_bytes(&reg.key_id).await.unwrap().unwrap();
     assert_eq!(stored, key);

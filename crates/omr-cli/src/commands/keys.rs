@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use omr_client::keydir::{self, KeyDir};
 use omr_client::StartAt;
@@ -114,6 +114,10 @@ pub struct RegisterArgs {
     /// server until deleted).
     #[arg(long)]
     force: bool,
+    /// An invite code from the server's operator (32 hex digits), for a server that registers
+    /// keys only by invitation.
+    #[arg(long, value_name = "CODE")]
+    invite: Option<String>,
 }
 
 pub async fn register(a: RegisterArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
@@ -129,6 +133,10 @@ pub async fn register(a: RegisterArgs, ui: Ui, json: bool) -> anyhow::Result<()>
             );
         }
     }
+    if let Some(code) = &a.invite {
+        // Before reading a 107 MB key: a typo is caught here, not after the upload starts.
+        omr_client::normalize_invite_code(code).map_err(|e| anyhow!("--invite: {e}"))?;
+    }
     let key = dir.detection_key_bytes()?;
     let client = a.servers.client(None)?;
     let pb = ui.bytes(
@@ -137,7 +145,11 @@ pub async fn register(a: RegisterArgs, ui: Ui, json: bool) -> anyhow::Result<()>
     );
     let started = Instant::now();
     let start = a.start_index.map_or(StartAt::Now, StartAt::Index);
-    let reg = client.register(&key, start, Some(ui::progress(&pb))).await;
+    let invite = a.invite.as_deref();
+    let progress = Some(ui::progress(&pb));
+    let reg = client
+        .register_with_invite(&key, start, invite, progress)
+        .await;
     pb.finish_and_clear();
     let reg = reg?;
     let elapsed = started.elapsed();

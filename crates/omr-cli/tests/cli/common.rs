@@ -78,7 +78,12 @@ pub fn keygen(dir: &Path, kbar: &str) {
 
 /// `omr register --keys DIR --http HTTP --grpc GRPC --json`, required to succeed; its output.
 pub fn register(dir: &Path, http: &str, grpc: &str) -> Value {
-    omr_json(&[
+    register_with(dir, http, grpc, &[])
+}
+
+/// [`register`] with more arguments (`--invite CODE`).
+pub fn register_with(dir: &Path, http: &str, grpc: &str, more: &[&str]) -> Value {
+    let args = [
         "register",
         "--keys",
         s(dir),
@@ -87,7 +92,8 @@ pub fn register(dir: &Path, http: &str, grpc: &str) -> Value {
         "--grpc",
         grpc,
         "--json",
-    ])
+    ];
+    omr_json(&[&args[..], more].concat())
 }
 
 pub fn s(p: &Path) -> &str {

@@ -5,5 +5,6 @@ mod common;
 mod errors;
 mod flow;
 mod follow;
+mod invite;
 mod postage;
 mod standalone;

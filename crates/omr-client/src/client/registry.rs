@@ -8,19 +8,45 @@ use omr_api::StartAt;
 use omr_proto::v1::{DeleteDetectionKeyRequest, GetKeyStatusRequest, GetParamsRequest};
 
 use super::{Client, Progress};
-use crate::error::Result;
+use crate::error::{Api, Error, Result};
 use crate::keydir::Registration;
 
 impl Client {
     /// Upload an encoded detection key (gRPC client stream, 1 MiB chunks). `progress` sees the
     /// bytes handed to the transport. A failed upload stores nothing on the server, so a
     /// transient failure restarts the upload from the beginning (up to `retries` times).
+    /// A server with `registration = "invite"` refuses it: use
+    /// [`Client::register_with_invite`].
     pub async fn register(
         &self,
         detection_key: &[u8],
         start: StartAt,
         progress: Option<Progress>,
     ) -> Result<Registration> {
+        self.register_with_invite(detection_key, start, None, progress)
+            .await
+    }
+
+    /// [`Client::register`] with an invite code from the server's operator in the
+    /// registration header (needed when the server runs with `registration = "invite"`; an
+    /// open server ignores it). The server decides from the header, before any key byte is
+    /// sent; a refused or failed registration takes no use of the code. A malformed code is
+    /// refused here, before anything is sent.
+    pub async fn register_with_invite(
+        &self,
+        detection_key: &[u8],
+        start: StartAt,
+        invite_code: Option<&str>,
+        progress: Option<Progress>,
+    ) -> Result<Registration> {
+        let invite_code: Option<Arc<str>> = match invite_code {
+            Some(c) => Some(
+                omr_api::invite::normalize_invite_code(c)
+                    .map_err(|e| Error::BadInvite(e.to_string()))?
+                    .into(),
+            ),
+            None => None,
+        };
         let key = omr_core::CompressedDetectionKey::from_bytes(detection_key)?;
         let (param_set, kbar) = (key.params().name, key.kbar());
         drop(key);
@@ -31,26 +57,33 @@ impl Client {
             .retrying(|| {
                 let bytes = bytes.clone();
                 let progress = progress.clone();
+                let invite_code = invite_code.clone();
                 async move {
                     use omr_proto::v1::register_detection_key_request::Part;
                     let mut sent = 0u64;
-                    let stream =
-                        omr_proto::registration_stream(param_set, kbar as u32, start, bytes)
-                            .inspect(move |req| {
-                                if let Some(Part::Chunk(c)) = &req.part {
-                                    sent += c.len() as u64;
-                                    if let Some(p) = &progress {
-                                        p(sent, total);
-                                    }
-                                }
-                            });
+                    let invite = invite_code.as_deref();
+                    let stream = omr_proto::registration_stream(
+                        param_set,
+                        kbar as u32,
+                        start,
+                        invite,
+                        bytes,
+                    )
+                    .inspect(move |req| {
+                        if let Some(Part::Chunk(c)) = &req.part {
+                            sent += c.len() as u64;
+                            if let Some(p) = &progress {
+                                p(sent, total);
+                            }
+                        }
+                    });
                     let mut request = tonic::Request::new(tokio_stream::iter(stream));
                     request.set_timeout(self.options.upload_timeout);
                     let mut c = self.grpc().await?;
                     c.register_detection_key(request)
                         .await
                         .map(|r| r.into_inner())
-                        .map_err(|s| self.grpc_error(s, ""))
+                        .map_err(|s| self.registration_error(s))
                 }
             })
             .await?;
@@ -64,6 +97,20 @@ impl Client {
             http_url: Some(self.http_url.clone()),
             registered_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         })
+    }
+
+    /// A refused registration: an invite problem (UNAUTHENTICATED / PERMISSION_DENIED: there
+    /// is no key yet whose token could be wrong) is [`Error::NotAdmitted`]; the rest as for any
+    /// call.
+    fn registration_error(&self, s: tonic::Status) -> Error {
+        match s.code() {
+            tonic::Code::Unauthenticated | tonic::Code::PermissionDenied => Error::NotAdmitted {
+                api: Api::Grpc,
+                url: self.grpc_url.clone(),
+                message: s.message().to_string(),
+            },
+            _ => self.grpc_error(s, ""),
+        }
     }
 
     /// Where detection stands for a registered key.

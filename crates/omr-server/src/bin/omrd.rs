@@ -1,12 +1,14 @@
 //! omrd: the OMR detector service. Parses options, sets up telemetry, builds the application and
-//! serves until SIGINT/SIGTERM.
+//! serves until SIGINT/SIGTERM; or, with `omrd invite create`, mints an invite code on the
+//! configured store and exits.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::Parser;
-use omr_server::{Application, Config, LogFormat};
+use clap::{Parser, Subcommand};
+use omr_server::{Application, Config, LogFormat, Registration};
 
 /// The OMR detector service: a bulletin board over HTTP, a detection-key registry over gRPC.
 ///
@@ -17,15 +19,22 @@ use omr_server::{Application, Config, LogFormat};
 /// directory. Port 0 binds any free port; the bound addresses are logged and written to
 /// DATA_DIR/omrd.addr as JSON.
 ///
+/// With registration = "invite" (OMR_REGISTRATION=invite), a key is registered only with an
+/// invite code: mint codes with `omrd invite create` (same configuration as the running
+/// server) or the admin API (POST /v1/admin/invites, with admin_token or admin_token_file).
+///
 /// Examples:
 ///   omrd                                   # embedded SQLite under ./omr-data, 127.0.0.1:8080 / :50051
 ///   omrd --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --data-dir /tmp/omr
 ///   OMR_DATABASE_URL=postgres://postgres@127.0.0.1/omr omrd --log-format json
+///   omrd --config /etc/omr/omrd.toml invite create --uses 5 --expires 7d
 #[derive(Debug, Parser)]
 #[command(name = "omrd", version, verbatim_doc_comment)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// TOML configuration file (see config/omrd.toml).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", global = true)]
     config: Option<PathBuf>,
     /// HTTP listen address.
     #[arg(long, value_name = "ADDR")]
@@ -34,10 +43,10 @@ struct Args {
     #[arg(long, value_name = "ADDR")]
     grpc_addr: Option<SocketAddr>,
     /// Data directory (embedded store, address file).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     data_dir: Option<PathBuf>,
     /// postgres://… to use PostgreSQL instead of the embedded SQLite store.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", global = true)]
     database_url: Option<String>,
     /// Parameter set to run (default omr-v1).
     #[arg(long, value_name = "NAME")]
@@ -50,7 +59,41 @@ struct Args {
     log_format: Option<LogFormat>,
 }
 
-fn config(args: Args) -> Result<Config, Box<figment::Error>> {
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Invite codes for registration = "invite", on the configured store (while omrd runs or
+    /// not; SQLite or PostgreSQL).
+    #[command(subcommand)]
+    Invite(InviteCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum InviteCommand {
+    /// Mint an invite code and print it on stdout, once: the store keeps only its SHA-256.
+    #[command(after_help = "Examples:
+  omrd invite create                                   # one registration, no expiry
+  omrd invite create --uses 10 --expires 7d
+  omrd --config /etc/omr/omrd.toml invite create --expires 24h
+  docker compose exec omrd omrd --config /etc/omr/omrd.toml invite create
+
+Use the same --config / --data-dir / OMR_DATABASE_URL as the running omrd. The recipient \
+registers with `omr register --keys DIR --invite CODE`; a use is taken only when a key is \
+actually stored.")]
+    Create(CreateInvite),
+}
+
+#[derive(Debug, clap::Args)]
+struct CreateInvite {
+    /// Registrations the code admits.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(omr_store::MAX_INVITE_USES)))]
+    uses: u32,
+    /// Expire this long from now: e.g. 30m, 24h, 7d, "1d 12h" [default: never].
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    expires: Option<Duration>,
+}
+
+fn config(args: &Args) -> Result<Config, Box<figment::Error>> {
     let mut c = Config::load(args.config.as_deref())?;
     if let Some(v) = args.http_addr {
         c.http_addr = v;
@@ -58,14 +101,14 @@ fn config(args: Args) -> Result<Config, Box<figment::Error>> {
     if let Some(v) = args.grpc_addr {
         c.grpc_addr = v;
     }
-    if let Some(v) = args.data_dir {
-        c.data_dir = v;
+    if let Some(v) = &args.data_dir {
+        c.data_dir = v.clone();
     }
-    if let Some(v) = args.database_url {
-        c.database_url = Some(v);
+    if let Some(v) = &args.database_url {
+        c.database_url = Some(v.clone());
     }
-    if let Some(v) = args.param_set {
-        c.param_set = v;
+    if let Some(v) = &args.param_set {
+        c.param_set = v.clone();
     }
     if args.allow_insecure_params {
         c.allow_insecure_params = true;
@@ -97,15 +140,63 @@ async fn shutdown_signal() {
     }
 }
 
+/// `omrd invite create`: mint a code on the configured store; the code alone on stdout.
+async fn create_invite(config: &Config, a: &CreateInvite) -> anyhow::Result<()> {
+    let sqlite = config.data_dir.join("omr.sqlite3");
+    if config.database_url.is_none() && !sqlite.exists() {
+        // Opening it would create an empty store that no running omrd reads.
+        anyhow::bail!(
+            "there is no store at {}: give the running omrd's --config, --data-dir or \
+             OMR_DATABASE_URL",
+            sqlite.display()
+        );
+    }
+    let store = omr_server::app::open_store(config).await?;
+    let created = omr_server::invites::mint(&store, a.uses, a.expires).await;
+    store.close().await;
+    let created = created?;
+    println!("{}", created.code);
+    let place = match &config.database_url {
+        Some(_) => "the PostgreSQL store".to_string(),
+        None => sqlite.display().to_string(),
+    };
+    eprintln!(
+        "Invite code for {} registration{}, {}, stored (as its SHA-256) in {place}; it is shown \
+         only now. The recipient runs: omr register --keys DIR --invite CODE",
+        created.uses,
+        if created.uses == 1 { "" } else { "s" },
+        created
+            .expires_at
+            .map_or("never expires".to_string(), |t| format!("expires {t}")),
+    );
+    if config.registration == Registration::Open {
+        eprintln!(
+            "Note: registration is open in this configuration, so the server needs no code until \
+             registration = \"invite\" (OMR_REGISTRATION=invite)."
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let config = match config(Args::parse()) {
+    let args = Args::parse();
+    let config = match config(&args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("omrd: invalid configuration: {e}");
             return ExitCode::from(2);
         }
     };
+    if let Some(Command::Invite(InviteCommand::Create(a))) = &args.command {
+        return match create_invite(&config, a).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("omrd invite create: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let _telemetry = match omr_server::telemetry::init(config.log_format) {
         Ok(g) => g,
         Err(e) => {

@@ -6,11 +6,13 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::Json;
 use omr_api::http::{
-    BatchIn, BatchPosted, BoardMessage, BoardPage, ErrorBody, KeyStatus, MessageIn, Params, Posted,
+    BatchIn, BatchPosted, BoardMessage, BoardPage, CreatedInvite, ErrorBody, KeyStatus, MessageIn,
+    NewInvite, Params, Posted,
 };
-use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
 
-use super::board;
+use super::{admin, board};
 use crate::error::ServiceError;
 use crate::state::AppState;
 
@@ -18,7 +20,8 @@ use crate::state::AppState;
 #[openapi(
     info(
         title = "omrd",
-        description = "Oblivious message retrieval detector: the public bulletin board."
+        description = "Oblivious message retrieval detector: the public bulletin board, key status \
+                       and digests, and the admin API."
     ),
     paths(
         board::post_message,
@@ -26,7 +29,8 @@ use crate::state::AppState;
         board::get_messages,
         get_params,
         crate::digests::get_digest,
-        crate::status::get_key_status
+        crate::status::get_key_status,
+        admin::create_invite
     ),
     components(schemas(
         MessageIn,
@@ -37,10 +41,26 @@ use crate::state::AppState;
         BoardMessage,
         Params,
         KeyStatus,
+        NewInvite,
+        CreatedInvite,
         ErrorBody
-    ))
+    )),
+    modifiers(&AdminTokenScheme)
 )]
 struct ApiDoc;
+
+/// The admin API's bearer token, as an OpenAPI security scheme.
+struct AdminTokenScheme;
+
+impl Modify for AdminTokenScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "admin_token",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
 
 /// `GET /openapi.json`.
 pub(super) async fn openapi() -> Json<utoipa::openapi::OpenApi> {

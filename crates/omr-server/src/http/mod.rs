@@ -2,9 +2,10 @@
 //! and the routes on a key (digests: `crate::digests`; status and long-poll: `crate::status`).
 //! This module builds the router and records latency; `board` posts and reads messages, `body`
 //! reads and validates request bodies, `probes` answers readiness and metrics, `about` serves
-//! the parameters and the OpenAPI document.
+//! the parameters and the OpenAPI document, `admin` mints invite codes (admin token).
 
 mod about;
+mod admin;
 mod board;
 pub mod body;
 mod probes;
@@ -42,6 +43,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/v1/keys/{key_id}/status",
             get(crate::status::get_key_status),
         )
+        .route("/v1/admin/invites", post(admin::create_invite))
         .route("/openapi.json", get(about::openapi))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
@@ -65,7 +67,7 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
 fn route_label(path: &str) -> String {
     match path {
         "/v1/messages" | "/v1/messages/batch" | "/v1/params" | "/livez" | "/readyz"
-        | "/metrics" | "/openapi.json" => path.to_string(),
+        | "/metrics" | "/openapi.json" | "/v1/admin/invites" => path.to_string(),
         r if r.starts_with("/v1/digests/") => "/v1/digests".to_string(),
         r if r.starts_with("/v1/keys/") && r.ends_with("/status") => "/v1/keys/status".to_string(),
         _ => "other".to_string(),

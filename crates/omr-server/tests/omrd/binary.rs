@@ -19,6 +19,8 @@ fn help_explains_configuration() {
         "--http-addr",
         "omrd.addr",
         "--allow-insecure-params",
+        "invite create",
+        "OMR_REGISTRATION",
     ] {
         assert!(
             text.contains(needle),

@@ -4,5 +4,6 @@
 mod binary;
 mod crash;
 mod fleet;
+mod invites;
 mod key_files;
 mod telemetry;

@@ -35,6 +35,7 @@ pub async fn try_register(store: &Store, key_id: &str, start: StartAt) -> Result
             token_hash: [1; 32],
             key: b"detection key",
             digest_key: b"digest key",
+            invite_hash: None,
         })
         .await
 }

@@ -23,6 +23,7 @@ fn small_key(key_id: &str) -> NewKey<'static> {
         token_hash: [3; 32],
         key: b"detection key",
         digest_key: b"digest key",
+        invite_hash: None,
     }
 }
 
@@ -86,6 +87,7 @@ async fn a_key_round_trips_through_its_chunks(db: &TestDb) {
         token_hash: [7; 32],
         key: &key,
         digest_key: b"the digest key",
+        invite_hash: None,
     };
     assert_eq!(store.insert_key(&new).await.unwrap(), 7);
 
@@ -151,6 +153,7 @@ async fn deleting_a_key_removes_everything(db: &TestDb) {
             token_hash: [2; 32],
             key: &key,
             digest_key: b"digest",
+            invite_hash: None,
         })
         .await
         .unwrap();

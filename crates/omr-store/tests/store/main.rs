@@ -4,6 +4,7 @@
 mod board;
 mod common;
 mod detection;
+mod invites;
 mod keys;
 mod leases;
 mod notify;

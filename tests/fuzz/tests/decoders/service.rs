@@ -134,6 +134,7 @@ fn header_request(param_set: &str, kbar: u32, total_bytes: u64, start: Option<St
             kbar,
             total_bytes,
             start,
+            invite_code: String::new(),
         })),
     }
     .encode_to_vec()

@@ -1,0 +1,83 @@
+//! The admin API: `POST /v1/admin/invites` mints an invite code. Every admin call carries
+//! `Authorization: Bearer <admin token>` (`admin_token` / `admin_token_file`), compared through
+//! its SHA-256 in constant time; without a configured token the admin API is off.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use omr_api::http::{CreatedInvite, ErrorBody, NewInvite};
+use omr_api::ErrorCode;
+
+use super::body::read_body;
+use crate::error::ServiceError;
+use crate::state::AppState;
+
+/// Largest admin request body.
+const ADMIN_BODY_LIMIT: usize = 4 * 1024;
+
+/// Mint an invite code for `registration = "invite"`.
+#[utoipa::path(
+    post, path = "/v1/admin/invites",
+    request_body(content = NewInvite, description = "JSON; an empty body means one use, no expiry"),
+    responses(
+        (status = 201, body = CreatedInvite, description = "Minted; the code is shown only here"),
+        (status = 400, body = ErrorBody, description = "Malformed JSON, uses or expiry out of range"),
+        (status = 401, body = ErrorBody, description = "No admin token (admin_unauthorized)"),
+        (status = 403, body = ErrorBody, description = "Not the admin token (admin_forbidden)"),
+        (status = 404, body = ErrorBody, description = "The admin API is off: no admin token configured (admin_disabled)"),
+    ),
+    security(("admin_token" = []))
+)]
+pub(super) async fn create_invite(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<CreatedInvite>), ServiceError> {
+    authorize_admin(&state, &headers)?;
+    let bytes = read_body(&headers, body, ADMIN_BODY_LIMIT).await?;
+    let request: NewInvite = if bytes.iter().all(u8::is_ascii_whitespace) {
+        NewInvite::default()
+    } else {
+        serde_json::from_slice(&bytes).map_err(|e| {
+            ServiceError::new(
+                ErrorCode::MalformedJson,
+                format!("expected {{\"uses\": N, \"expires_secs\": S}} (both optional): {e}"),
+            )
+        })?
+    };
+    let expires = request.expires_secs.map(std::time::Duration::from_secs);
+    let created = crate::invites::mint(&state.store, request.uses.unwrap_or(1), expires).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// Check `Authorization: Bearer <admin token>`.
+fn authorize_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ServiceError> {
+    let Some(expected) = &state.admin_token_hash else {
+        return Err(ServiceError::new(
+            ErrorCode::AdminDisabled,
+            "the admin API is off on this server: its operator sets admin_token_file (or \
+             admin_token, OMR_ADMIN_TOKEN) to turn it on, or mints invite codes with \
+             `omrd invite create`",
+        ));
+    };
+    let presented = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::auth::bearer)
+        .ok_or_else(|| {
+            ServiceError::new(
+                ErrorCode::AdminUnauthorized,
+                "the admin API needs Authorization: Bearer <admin token>",
+            )
+        })?;
+    if !crate::auth::token_matches(presented, expected) {
+        return Err(ServiceError::new(
+            ErrorCode::AdminForbidden,
+            "that is not this server's admin token",
+        ));
+    }
+    Ok(())
+}
