@@ -62,8 +62,10 @@ VOLUME ["/var/lib/omr"]
 # HTTP (board, digests, probes, metrics) and gRPC (key registry).
 EXPOSE 8080 50051
 # /readyz: 200 once the store is reachable and both servers listen; 503 while shutting down.
+# Over HTTPS when tls_cert / tls_key are set (a plain request then gets 400 tls_required); the
+# certificate is omrd's own, so it is not verified here.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=60s --retries=3 \
-  CMD ["curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:8080/readyz"]
+  CMD ["sh", "-c", "curl -fsS -o /dev/null http://127.0.0.1:8080/readyz || curl -fsSk -o /dev/null https://127.0.0.1:8080/readyz"]
 # omrd handles SIGTERM itself (readiness 503, drain, commit what is queued, close the store);
 # give it shutdown_timeout_secs (30 s) plus a margin: `docker stop -t 40`, compose
 # stop_grace_period, Kubernetes terminationGracePeriodSeconds.

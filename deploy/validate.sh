@@ -79,7 +79,7 @@ fi
 
 step "docker-compose.yml (Compose specification schema)"
 if have check-jsonschema; then
-  run compose-schema "$venv/bin/check-jsonschema" --builtin-schema vendor.compose-spec docker-compose.yml
+  run compose-schema "$venv/bin/check-jsonschema" --builtin-schema vendor.compose-spec docker-compose.yml docker-compose.tls.yml
 else
   skip compose-schema "check-jsonschema not installable"
 fi
@@ -88,7 +88,7 @@ step "YAML (yamllint)"
 yamllint_config='{extends: default, rules: {line-length: {max: 200}, document-start: disable,
   truthy: {check-keys: false}, comments: {min-spaces-from-content: 1}}}'
 if have yamllint; then
-  run yamllint "$venv/bin/yamllint" -s -d "$yamllint_config" docker-compose.yml config deploy
+  run yamllint "$venv/bin/yamllint" -s -d "$yamllint_config" docker-compose.yml docker-compose.tls.yml config deploy
 else
   skip yamllint "not installable"
 fi
@@ -101,6 +101,18 @@ if command -v kubectl >/dev/null; then
     manifests=("$work/rendered.yaml")
   else
     fail kustomize
+  fi
+  # deploy/tls, the TLS component, on top of deploy/: TLS patched into the API pods.
+  # (kustomize wants relative paths, and no overlay inside its base: one under target/.)
+  overlay="target/validate-tls-overlay"
+  mkdir -p "$overlay"
+  printf 'resources:\n  - ../../deploy\ncomponents:\n  - ../../deploy/tls\n' > "$overlay/kustomization.yaml"
+  if kubectl kustomize "$overlay" > "$work/rendered-tls.yaml" \
+      && grep -q 'scheme: HTTPS' "$work/rendered-tls.yaml" && grep -q 'OMR_TLS_CERT' "$work/rendered-tls.yaml"; then
+    pass "kustomize deploy/tls"
+    manifests+=("$work/rendered-tls.yaml")
+  else
+    fail "kustomize deploy/tls"
   fi
 else
   skip kustomize "kubectl not installed; validating the listed files one by one"
@@ -119,6 +131,7 @@ fi
 step "Prometheus configuration and alert rules (promtool)"
 if [ -n "$promtool" ]; then
   run "promtool check config" "$promtool" check config config/prometheus.yml
+  run "promtool check config (TLS)" "$promtool" check config config/prometheus-tls.yml
   run "promtool test rules" "$promtool" test rules config/prometheus/alerts.test.yml
 else
   skip promtool "neither promtool nor Debian's prometheus package is available"

@@ -3,6 +3,7 @@
 #
 #   tests/load/digests.sh            # defaults below; settings are environment variables
 #   OMR_LOAD_KEYS=16 OMR_LOAD_SECONDS=60 tests/load/digests.sh
+#   OMR_LOAD_LIMITS=off tests/load/digests.sh     # the same with the rate limits off
 #
 # 1. builds and starts omrd (release) on ephemeral ports, SQLite by default
 #    (OMR_LOAD_STORE=postgres: a fresh database on $OMR_LOAD_POSTGRES_URL's server);
@@ -21,6 +22,11 @@
 #
 # omrd runs with OMR_LOAD_WORKER_THREADS detection threads (default 1: on this 2-core machine
 # one core detects and one serves; see docs/load-test.md). Client and server share the machine.
+#
+# Rate limits stay on at omrd's defaults: omrd trusts 127.0.0.1 as a proxy, and the digest
+# requests and the background posts each name one of OMR_LOAD_CLIENTS (default 65536) client
+# addresses in X-Forwarded-For, as recipients and senders behind a load balancer would. The
+# setup's `omr` commands come from 127.0.0.1 itself (the board fits in one posting burst).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -54,7 +60,11 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-OMR_WORKER_THREADS="$worker_threads" start_omrd "$store" "$work"
+clients="${OMR_LOAD_CLIENTS:-65536}"
+if [ "${OMR_LOAD_LIMITS:-on}" = off ]; then
+  export OMR_RATE_LIMIT_PER_SECOND=0 OMR_READ_RATE_LIMIT_PER_SECOND=0 OMR_DIGEST_RATE_LIMIT_PER_SECOND=0
+fi
+OMR_TRUSTED_PROXIES='["127.0.0.1"]' OMR_WORKER_THREADS="$worker_threads" start_omrd "$store" "$work"
 servers=(--http "http://$http" --grpc "http://$grpc")
 echo "omrd at $http (HTTP) / $grpc (gRPC), store $store, $worker_threads detection thread(s)"
 
@@ -68,7 +78,7 @@ done
 echo "posting $board messages ($per_key to each recipient)…"
 for j in $(seq 0 $((board - 1))); do
   if [ "$j" -lt $((nkeys * per_key)) ]; then to="r$((j % nkeys + 1))"; else to=r0; fi
-  "$omr" send --to "$work/keys/$to/clue.key" --message "load test message $j for $to" "${servers[@]}" > /dev/null
+  "$omr" send --to "$work/keys/$to/address" --message "load test message $j for $to" "${servers[@]}" > /dev/null
 done
 echo "waiting for detection of $((nkeys * board)) (message, key) pairs…"
 while :; do
@@ -100,7 +110,9 @@ target/release/examples/message_json omr-v1 > "$work/body.json"
 interval=$(python3 -c "print(1 / $ingest_rate)")
 (
   while :; do
+    c=$((RANDOM * 32768 + RANDOM))
     curl -s -o /dev/null -w '%{http_code}\n' -H 'content-type: application/json' \
+      -H "x-forwarded-for: 198.$((18 + c / 65536 % 2)).$((c / 256 % 256)).$((c % 256))" \
       --data-binary @"$work/body.json" "http://$http/v1/messages"
     sleep "$interval"
   done > "$work/ingest.codes"
@@ -108,7 +120,7 @@ interval=$(python3 -c "print(1 / $ingest_rate)")
 ingest_pid=$!
 
 echo "wrk: $wrk_threads threads, $conns connections, ${secs}s, round-robin over $nkeys keys; ingesting $ingest_rate msg/s meanwhile"
-OMR_KEYS_FILE="$work/keys.txt" wrk -t"$wrk_threads" -c"$conns" -d"${secs}s" --timeout 10s \
+OMR_LOAD_CLIENTS="$clients" OMR_KEYS_FILE="$work/keys.txt" wrk -t"$wrk_threads" -c"$conns" -d"${secs}s" --timeout 10s \
   -s tests/load/digests.lua "http://$http" | tee "$work/wrk.out"
 kill "$ingest_pid"; wait "$ingest_pid" 2>/dev/null || true; ingest_pid=
 head1=$(metric omr_board_head); det1=$(metric omr_detections_total)
@@ -123,7 +135,7 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 report = {
     "machine": {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)},
     "settings": {"keys": $nkeys, "kbar": $kbar, "board": $board, "connections": $conns, "wrk_threads": $wrk_threads,
-                 "seconds": $secs, "ingest_rate": $ingest_rate, "worker_threads": $worker_threads, "store": "$store"},
+                 "seconds": $secs, "ingest_rate": $ingest_rate, "worker_threads": $worker_threads, "store": "$store", "rate_limits": "${OMR_LOAD_LIMITS:-on}"},
     "digests": wrk,
     "digest_bytes_each": round(wrk["bytes"] / max(wrk["requests"], 1)),
     "during_test": {"messages_posted": $posted, "post_errors": $ingest_bad,

@@ -3,6 +3,11 @@
 # then drive POST /v1/messages (612-byte payloads, omr-v1 clues) with wrk.
 #
 #   tests/load/ingest.sh [sqlite|postgres] [connections] [seconds]
+#   OMR_LOAD_LIMITS=off tests/load/ingest.sh …   # the same with the rate limits off
+#
+# Rate limits stay on at omrd's defaults: omrd trusts 127.0.0.1 as a proxy and each request
+# names one of OMR_LOAD_CLIENTS (default 65536) client addresses in X-Forwarded-For (post.lua),
+# as real senders behind a load balancer would, so the limiter tracks that many clients.
 #
 # postgres uses a fresh database on $OMR_LOAD_POSTGRES_URL's server
 # (default postgres://postgres@127.0.0.1:5432/postgres). Durable settings are the defaults:
@@ -21,7 +26,11 @@ work="$(mktemp -d)"
 . tests/load/lib.sh
 trap 'stop_omrd; rm -rf "$work"' EXIT
 target/release/examples/message_json omr-v1 > "$work/body.json"
+export OMR_TRUSTED_PROXIES='["127.0.0.1"]'
+if [ "${OMR_LOAD_LIMITS:-on}" = off ]; then
+  export OMR_RATE_LIMIT_PER_SECOND=0 OMR_READ_RATE_LIMIT_PER_SECOND=0 OMR_DIGEST_RATE_LIMIT_PER_SECOND=0
+fi
 start_omrd "$store" "$work"
-echo "omrd at $http; wrk: 2 threads, $conns connections, ${secs}s (client and server share this machine)"
+echo "omrd at $http; wrk: 2 threads, $conns connections, ${secs}s (client and server share this machine); rate limits ${OMR_LOAD_LIMITS:-on}, ${OMR_LOAD_CLIENTS:-65536} client addresses"
 OMR_BODY_FILE="$work/body.json" wrk -t2 -c"$conns" -d"${secs}s" --latency -s tests/load/post.lua "http://$http/v1/messages"
-curl -s "http://$http/metrics" | grep -E '^omr_(board_head|commit_messages_(sum|count)|commit_seconds_(sum|count))'
+curl -s "http://$http/metrics" | grep -E '^omr_(board_head|commit_messages_(sum|count)|commit_seconds_(sum|count)|rate_limited_total|requests_shed_total)'

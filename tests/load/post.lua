@@ -1,9 +1,29 @@
 -- wrk script: POST the JSON message in $OMR_BODY_FILE to /v1/messages; count non-201 answers.
+-- Each request names a client in X-Forwarded-For, drawn from $OMR_LOAD_CLIENTS addresses
+-- (default 65536) of 198.18.0.0/15, the benchmarking range: omrd, trusting 127.0.0.1 as a
+-- proxy, rate-limits each separately, as it would real clients behind a load balancer.
 local f = assert(io.open(os.getenv("OMR_BODY_FILE"), "r"))
-wrk.method = "POST"
-wrk.body = f:read("*a")
+local body = f:read("*a")
 f:close()
-wrk.headers["Content-Type"] = "application/json"
+local clients = tonumber(os.getenv("OMR_LOAD_CLIENTS") or "65536")
+local headers = { ["Content-Type"] = "application/json" }
+
+local thread_no = 0
+setup = function(thread)
+  thread:set("seed", thread_no)
+  thread_no = thread_no + 1
+end
+
+init = function(args)
+  math.randomseed(os.time() + (seed or 0) * 7919)
+end
+
+request = function()
+  local c = math.random(0, clients - 1)
+  headers["X-Forwarded-For"] = string.format("198.%d.%d.%d", 18 + math.floor(c / 65536) % 2,
+    math.floor(c / 256) % 256, c % 256)
+  return wrk.format("POST", nil, headers, body)
+end
 
 local bad = 0
 response = function(status, headers, body)

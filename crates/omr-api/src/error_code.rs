@@ -67,13 +67,22 @@ pub enum ErrorCode {
     AdminForbidden,
     /// The admin API is off: no `admin_token` / `admin_token_file` is configured.
     AdminDisabled,
+    /// This client address sent more requests than its rate limit allows: retry after the
+    /// `Retry-After` seconds; nothing was stored or consumed.
+    RateLimited,
+    /// The server has as many requests in progress as it accepts: retry after `Retry-After`.
+    Overloaded,
+    /// The request did not complete within the server's request timeout.
+    RequestTimeout,
+    /// Plain HTTP to a server that speaks HTTPS only: use an `https://` URL.
+    TlsRequired,
     /// An internal failure; the server logged the cause.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 34] = [
         ErrorCode::MalformedJson,
         ErrorCode::MalformedClue,
         ErrorCode::MalformedPayload,
@@ -98,6 +107,10 @@ impl ErrorCode {
         ErrorCode::PostageRequired,
         ErrorCode::PostageInvalid,
         ErrorCode::Unavailable,
+        ErrorCode::RateLimited,
+        ErrorCode::Overloaded,
+        ErrorCode::RequestTimeout,
+        ErrorCode::TlsRequired,
         ErrorCode::Internal,
         ErrorCode::InviteRequired,
         ErrorCode::InviteInvalid,
@@ -133,6 +146,10 @@ impl ErrorCode {
             ErrorCode::PostageRequired => "postage_required",
             ErrorCode::PostageInvalid => "postage_invalid",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::Overloaded => "overloaded",
+            ErrorCode::RequestTimeout => "request_timeout",
+            ErrorCode::TlsRequired => "tls_required",
             ErrorCode::Internal => "internal",
             ErrorCode::InviteRequired => "invite_required",
             ErrorCode::InviteInvalid => "invite_invalid",
@@ -158,7 +175,8 @@ impl ErrorCode {
             | ErrorCode::MalformedUpload
             | ErrorCode::InvalidKey
             | ErrorCode::ParamSetMismatch
-            | ErrorCode::EmptyBatch => 400,
+            | ErrorCode::EmptyBatch
+            | ErrorCode::TlsRequired => 400,
             ErrorCode::Unauthorized | ErrorCode::InviteRequired | ErrorCode::AdminUnauthorized => {
                 401
             }
@@ -166,16 +184,17 @@ impl ErrorCode {
             ErrorCode::PostageRequired | ErrorCode::PostageInvalid => 402,
             ErrorCode::Forbidden | ErrorCode::InviteInvalid | ErrorCode::AdminForbidden => 403,
             ErrorCode::UnknownKey | ErrorCode::AdminDisabled => 404,
-            ErrorCode::UploadTimeout => 408,
+            ErrorCode::UploadTimeout | ErrorCode::RequestTimeout => 408,
             ErrorCode::StartIndexRetired => 410,
             ErrorCode::PayloadTooLarge
             | ErrorCode::BodyTooLarge
             | ErrorCode::BatchTooLarge
             | ErrorCode::KeyTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::RateLimited => 429,
             ErrorCode::Internal => 500,
             ErrorCode::TooManyKeys => 507,
-            ErrorCode::Busy | ErrorCode::Unavailable => 503,
+            ErrorCode::Busy | ErrorCode::Unavailable | ErrorCode::Overloaded => 503,
         }
     }
 }

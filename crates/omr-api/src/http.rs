@@ -100,6 +100,10 @@ pub struct Params {
     /// predate postage leave the field out).
     #[serde(default)]
     pub postage_bits: u32,
+    /// Whether registering a detection key needs an invite code (`registration = "invite"`:
+    /// `omr register --invite CODE`); false from servers that predate the field.
+    #[serde(default)]
+    pub invite_required: bool,
 }
 
 /// Query of `GET /v1/digests/{key_id}`.

@@ -1,5 +1,5 @@
 //! `omr`: the OMR command line. Recipients generate keys, register the detection key with omrd
-//! and retrieve their messages; senders post messages to a recipient's clue key.
+//! and retrieve their messages; senders post messages, sealed, to a recipient's address.
 
 mod commands;
 mod demo;
@@ -8,6 +8,7 @@ mod ui;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
 const DEFAULT_HTTP: &str = "http://127.0.0.1:8080";
@@ -19,13 +20,13 @@ const DEFAULT_GRPC: &str = "http://127.0.0.1:50051";
     version,
     about = "Oblivious message retrieval: keys, registration, sending and retrieval against omrd",
     long_about = "Oblivious message retrieval: a recipient registers an FHE detection key with an \
-omrd server; senders post messages to the recipient's public clue key; the server detects, \
+omrd server; senders post messages, sealed, to the recipient's public address; the server detects, \
 without learning who receives what, which messages are the recipient's and folds them into an \
 encrypted digest, which the recipient downloads and decodes.",
     after_help = "A walkthrough (omrd running on 127.0.0.1 with its defaults):
-  omr keygen --out alice                       # alice/secret.key, clue.key, detection.key
+  omr keygen --out alice                       # alice/secret.key, seal.key, address, detection.key
   omr register --keys alice                    # uploads detection.key, writes alice/registration.json
-  omr send --to alice/clue.key --message hi    # prints the board index
+  omr send --to alice/address --message hi     # sealed to alice; prints the board index
   omr digest --keys alice                      # the messages for alice since the last call
   omr demo                                     # all of it in one process, nothing to set up"
 )]
@@ -47,9 +48,18 @@ enum Command {
   omr keygen --out alice
   omr keygen --out bob --kbar 100     # digests decode up to 100 messages per range
 
-Writes DIR/secret.key (mode 0600: keep it; it is never printed), DIR/clue.key (the public \
-address senders need) and DIR/detection.key (uploaded by `omr register`).")]
+Writes DIR/secret.key and DIR/seal.key (mode 0600: keep them; they are never printed), \
+DIR/address (the public address senders need: `omr address` prints it), DIR/clue.key (the \
+clue key, also inside the address) and DIR/detection.key (uploaded by `omr register`).")]
     Keygen(commands::KeygenArgs),
+    /// Print a key directory's address: the one line senders need to send to it.
+    #[command(after_help = "Examples:
+  omr address --keys alice                 # omr1… (about 3,800 characters for omr-v1)
+  omr address --keys alice --json
+
+The address holds the clue key and the public key payloads are sealed to, with a checksum: \
+send it to whoever should be able to write to you; `omr send --to ADDRESS` takes it.")]
+    Address(commands::AddressArgs),
     /// Upload the detection key to omrd (gRPC) and store the key id and access token.
     #[command(after_help = "Examples:
   omr register --keys alice
@@ -60,12 +70,16 @@ address senders need) and DIR/detection.key (uploaded by `omr register`).")]
 Writes DIR/registration.json (mode 0600) with the key id and the access token; the token is \
 the only credential for the key's digests and is shown nowhere else.")]
     Register(commands::RegisterArgs),
-    /// Post a message to a recipient, given their clue key.
+    /// Post a message to a recipient, given their address: the payload is sealed to them.
     #[command(after_help = "Examples:
-  omr send --to alice/clue.key --message 'lunch at noon?'
-  omr send --to alice/clue.key --payload invoice.bin
-  echo hi | omr send --to alice/clue.key --payload -
+  omr send --to alice/address --message 'lunch at noon?'
+  omr send --to omr1AQk3…  --payload invoice.bin     # the address as text
+  echo hi | omr send --to alice/address --payload -
+  omr send --to alice/clue.key --plaintext --message 'for everyone to read'
 
+The payload is sealed to the recipient (HPKE: X25519, ChaCha20-Poly1305): the public board \
+shows only ciphertext, 50 bytes longer than the message (so at most 562 bytes of message for \
+omr-v1). --plaintext posts it unsealed, readable by anyone; a bare clue.key can only do that. \
 Prints the message's board index. When the server asks for postage (`postage_bits` in \
 GET /v1/params), omr first searches for the message's stamp on every core (a spinner shows \
 when it takes over a second) and says on stderr how long it took.")]
@@ -139,6 +153,10 @@ pub struct Servers {
     /// omrd's gRPC URL [default: from registration.json, else http://127.0.0.1:50051]
     #[arg(long, env = "OMR_GRPC_URL")]
     pub grpc: Option<String>,
+    /// For https:// URLs: trust the CA certificates in this PEM file (e.g. a self-signed
+    /// server certificate) instead of the system's [default: the system's trusted roots]
+    #[arg(long, env = "OMR_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 impl Servers {
@@ -152,8 +170,13 @@ impl Servers {
     pub fn client_with(
         &self,
         reg: Option<&omr_client::Registration>,
-        options: omr_client::ClientOptions,
+        mut options: omr_client::ClientOptions,
     ) -> anyhow::Result<omr_client::Client> {
+        if let Some(path) = &self.ca_cert {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("reading --ca-cert {}", path.display()))?;
+            options.ca_cert = Some(pem);
+        }
         let http = self
             .http
             .clone()
@@ -193,6 +216,7 @@ fn main() -> ExitCode {
         };
         match cli.command {
             Command::Keygen(a) => commands::keygen(a, ui, cli.json).await,
+            Command::Address(a) => commands::address(a, cli.json).await,
             Command::Register(a) => commands::register(a, ui, cli.json).await,
             Command::Send(a) => commands::send(a, ui, cli.json).await,
             Command::Digest(a) => commands::digest(a, ui, cli.json).await,

@@ -31,6 +31,25 @@ pub enum Error {
         url: String,
         reason: String,
     },
+    /// The TLS handshake failed: most often a certificate this client does not trust.
+    #[error("TLS with the {api} server at {url} failed: {reason}; if its certificate is private or self-signed, pass the CA that signed it with --ca-cert (OMR_CA_CERT)")]
+    Tls {
+        api: Api,
+        url: String,
+        reason: String,
+    },
+    /// The server refused for now and stored nothing: this client address's rate limit
+    /// (`429 rate_limited`) or a full server (`503 overloaded`). Retried after `retry_after`
+    /// (the server's `Retry-After`) while retries are left, even for calls that must not reach
+    /// the server twice, since nothing was done.
+    #[error("{api} server at {url} refused for now ({code}): {message}; retry in {} s", retry_after.as_secs())]
+    Busy {
+        api: Api,
+        url: String,
+        code: String,
+        message: String,
+        retry_after: std::time::Duration,
+    },
     /// The server did not answer within the client's timeout.
     #[error("{api} server at {url} did not answer within {secs} s")]
     Timeout { api: Api, url: String, secs: u64 },
@@ -100,6 +119,9 @@ pub enum Error {
     /// epoch of the server holds them all).
     #[error("board messages [{start}, {end}) hold more than k̄ = {kbar} messages for this key and the server cannot split the range further; register a key with a larger k̄ (omr keygen --kbar)")]
     Overflow { start: u64, end: u64, kbar: usize },
+    /// A payload too long to seal into one message.
+    #[error("the message is {bytes} bytes; sealed, at most {max} bytes fit (the parameter set's payload less the seal's 50): shorten it, or send it unsealed with --plaintext (readable by anyone)")]
+    SealedPayloadTooLarge { bytes: usize, max: usize },
     /// A local file could not be read or written.
     #[error("{action} {path}: {source}")]
     File {
@@ -111,6 +133,9 @@ pub enum Error {
     /// A local file exists but is not what it should be.
     #[error("{path}: {message}")]
     BadFile { path: PathBuf, message: String },
+    /// A CA certificate given to the client is not usable.
+    #[error("CA certificate: {message}")]
+    BadCaCert { message: String },
     /// A URL given to the client is not usable.
     #[error("invalid {api} URL {url:?}: {message}")]
     BadUrl {
@@ -125,7 +150,10 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Error::Unreachable { .. } | Error::Timeout { .. } | Error::Server { .. }
+            Error::Unreachable { .. }
+                | Error::Timeout { .. }
+                | Error::Server { .. }
+                | Error::Busy { .. }
         )
     }
 

@@ -3,7 +3,9 @@
 //! | file | contents | mode |
 //! |---|---|---|
 //! | `secret.key` | the secret key (decrypts digests) | 0600 |
-//! | `clue.key` | the public clue key: the recipient's address, given to senders | 0644 |
+//! | `clue.key` | the public clue key (also inside `address`) | 0644 |
+//! | `seal.key` | the seal key: opens payloads sealed to the address | 0600 |
+//! | `address` | the recipient's address, one line, given to senders (`crate::address`) | 0644 |
 //! | `detection.key` | the detection key uploaded to omrd (≈ 107 MB for omr-v1) | 0644 |
 //! | `registration.json` | key id and access token from `omr register` | 0600 |
 //! | `digest-state.json` | the last index retrieved and the indices already seen | 0600 |
@@ -20,10 +22,11 @@
 //! let keys = omr_core::keygen(&omr_core::INSECURE_TEST, 4)?;
 //! let dir = KeyDir::create(&path, &keys, false)?;
 //! // What a sender needs, and what only the recipient may read.
-//! let address = dir.clue_key()?;
+//! let address = dir.address()?;
 //! let secret = dir.secret_key()?;
 //! assert_eq!(secret.kbar(), 4);
-//! # let _ = address;
+//! let sealed = address.seal.seal(b"hi");
+//! assert_eq!(dir.seal_key()?.open(&sealed).bytes(), Some(&b"hi"[..]));
 //! // Not registered yet: commands that need a registration say how to make one.
 //! assert!(dir.registration()?.is_none());
 //! // A second keygen into the same directory would lose the secret key: refused.
@@ -40,9 +43,13 @@ use omr_core::keys::{CLUE_KEY_LIMIT, DETECTION_KEY_LIMIT, SECRET_KEY_LIMIT};
 use omr_core::{ClueKey, KeySet, SecretKey};
 use serde::{Deserialize, Serialize};
 
+use crate::address::{Address, MAX_ADDRESS_CHARS};
 use crate::error::{Error, Result};
+use crate::seal::{SealKey, SEAL_KEY_LEN};
 
 pub const SECRET_KEY_FILE: &str = "secret.key";
+pub const SEAL_KEY_FILE: &str = "seal.key";
+pub const ADDRESS_FILE: &str = "address";
 pub const CLUE_KEY_FILE: &str = "clue.key";
 pub const DETECTION_KEY_FILE: &str = "detection.key";
 pub const REGISTRATION_FILE: &str = "registration.json";
@@ -138,6 +145,17 @@ impl KeyDir {
         dir.write(SECRET_KEY_FILE, &keys.secret.to_bytes(), true)?;
         dir.write(CLUE_KEY_FILE, &keys.clue_key.to_bytes(), false)?;
         dir.write(DETECTION_KEY_FILE, &keys.detection_key.to_bytes(), false)?;
+        let seal = SealKey::generate();
+        dir.write(SEAL_KEY_FILE, &seal.to_bytes(), true)?;
+        let address = Address {
+            clue_key: keys.clue_key.clone(),
+            seal: seal.public().clone(),
+        };
+        dir.write(
+            ADDRESS_FILE,
+            format!("{}\n", address.encode()).as_bytes(),
+            false,
+        )?;
         // A new secret key invalidates any earlier registration and digest state.
         for stale in [REGISTRATION_FILE, DIGEST_STATE_FILE] {
             remove_if_exists(&dir.file(stale))?;
@@ -154,6 +172,33 @@ impl KeyDir {
 
     pub fn clue_key(&self) -> Result<ClueKey> {
         read_clue_key(&self.file(CLUE_KEY_FILE))
+    }
+
+    /// The seal key, which opens payloads sealed to this directory's address.
+    pub fn seal_key(&self) -> Result<SealKey> {
+        let path = self.file(SEAL_KEY_FILE);
+        if !path.exists() {
+            return Err(Error::bad_file(
+                path,
+                "missing: this key directory was made before sealed payloads; sealed messages to \
+                 it cannot be opened. Make a new one with `omr keygen` (and register it)",
+            ));
+        }
+        let bytes = read(&path, SEAL_KEY_LEN, "seal key")?;
+        SealKey::from_bytes(&bytes).map_err(|e| Error::bad_file(path, e.to_string()))
+    }
+
+    /// The recipient's address (what `omr address` prints).
+    pub fn address(&self) -> Result<Address> {
+        let path = self.file(ADDRESS_FILE);
+        if !path.exists() && self.file(CLUE_KEY_FILE).exists() {
+            return Err(Error::bad_file(
+                path,
+                "missing: this key directory was made before addresses; senders can only use \
+                 its clue.key, with --plaintext. Make a new one with `omr keygen`",
+            ));
+        }
+        read_address(&path)
     }
 
     /// The encoded detection key, as uploaded.
@@ -249,7 +294,15 @@ impl KeyDir {
     }
 }
 
-/// Read a clue key file (a recipient's public address).
+/// Read an address file (one line, as `omr keygen` writes it).
+pub fn read_address(path: &Path) -> Result<Address> {
+    let bytes = read(path, MAX_ADDRESS_CHARS, "address")?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| Error::bad_file(path, "not an address: not text"))?;
+    Address::parse(&text).map_err(|e| Error::bad_file(path, e.to_string()))
+}
+
+/// Read a clue key file.
 pub fn read_clue_key(path: &Path) -> Result<ClueKey> {
     let bytes = read(path, CLUE_KEY_LIMIT, "clue key")?;
     ClueKey::from_bytes(&bytes).map_err(|e| Error::bad_file(path, format!("not a clue key: {e}")))
@@ -305,86 +358,4 @@ fn create_private_dir(path: &Path) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_round_trip_and_the_secret_key_is_private() {
-        let dir = tempfile::tempdir().unwrap();
-        let keys = omr_core::keygen(&omr_core::INSECURE_TEST, 4).unwrap();
-        let kd = KeyDir::create(dir.path().join("alice"), &keys, false).unwrap();
-        assert_eq!(kd.secret_key().unwrap().kbar(), 4);
-        assert_eq!(kd.clue_key().unwrap().to_bytes(), keys.clue_key.to_bytes());
-        assert_eq!(
-            kd.detection_key_bytes().unwrap(),
-            keys.detection_key.to_bytes()
-        );
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode =
-                |n: &str| std::fs::metadata(kd.file(n)).unwrap().permissions().mode() & 0o777;
-            assert_eq!(mode(SECRET_KEY_FILE), 0o600);
-            assert_eq!(mode(CLUE_KEY_FILE), 0o644);
-            let dmode = std::fs::metadata(kd.path()).unwrap().permissions().mode() & 0o777;
-            assert_eq!(dmode, 0o700);
-        }
-        // A second keygen into the same directory is refused, and changes nothing.
-        let other = omr_core::keygen(&omr_core::INSECURE_TEST, 4).unwrap();
-        let e = KeyDir::create(kd.path(), &other, false).unwrap_err();
-        assert!(e.to_string().contains("already there"), "{e}");
-        assert_eq!(kd.clue_key().unwrap().to_bytes(), keys.clue_key.to_bytes());
-    }
-
-    #[test]
-    fn registration_is_private_and_never_debug_printed() {
-        let dir = tempfile::tempdir().unwrap();
-        let kd = KeyDir::new(dir.path());
-        assert!(kd.registration().unwrap().is_none());
-        assert!(kd
-            .require_registration()
-            .unwrap_err()
-            .to_string()
-            .contains("omr register"));
-        let reg = Registration {
-            key_id: "k1".into(),
-            access_token: "s3cr3t-token".into(),
-            start_index: 7,
-            param_set: "insecure-test".into(),
-            kbar: 4,
-            grpc_url: "http://127.0.0.1:1".into(),
-            http_url: None,
-            registered_at: "2026-11-22T00:00:00Z".into(),
-        };
-        kd.save_registration(&reg).unwrap();
-        assert_eq!(kd.registration().unwrap(), Some(reg.clone()));
-        assert!(!format!("{reg:?}").contains("s3cr3t"));
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let m = std::fs::metadata(kd.file(REGISTRATION_FILE))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(m & 0o777, 0o600);
-        }
-        let mut st = kd.digest_state(&reg).unwrap();
-        assert_eq!(st.next_from, 7);
-        st.next_from = 40;
-        st.seen.insert(39);
-        kd.save_digest_state(&st).unwrap();
-        assert_eq!(kd.digest_state(&reg).unwrap(), st);
-        // State of another key is ignored.
-        let other = Registration {
-            key_id: "k2".into(),
-            ..reg
-        };
-        assert_eq!(kd.digest_state(&other).unwrap().next_from, 7);
-        std::fs::write(kd.file(REGISTRATION_FILE), b"{not json").unwrap();
-        let e = kd.registration().unwrap_err().to_string();
-        assert!(
-            e.contains("registration.json") && e.contains("not valid"),
-            "{e}"
-        );
-    }
-}
+mod tests;

@@ -11,8 +11,12 @@
 //! - When the server asks for postage (`postage_bits` in `GET /v1/params`), [`Client::send`]
 //!   first finds a stamp for the message on every core ([`postage::solve`]);
 //!   [`Client::send_stamped`] also reports what it cost.
-//! - [`KeyDir`] keeps a recipient's keys, registration and retrieval state in a directory, the
-//!   secret parts with mode 0600.
+//! - Payloads are sealed to the recipient ([`seal`], HPKE): [`Client::send_to`] takes the
+//!   recipient's [`Address`] (clue key and seal public key, one line of text) and seals before
+//!   posting; [`Retrieval::open`] opens what retrieval decoded with
+//!   the recipient's [`SealKey`]. [`Client::send`] posts a payload as it is (readable by anyone).
+//! - [`KeyDir`] keeps a recipient's keys, address, registration and retrieval state in a
+//!   directory, the secret parts with mode 0600.
 //! - Errors are one enum, [`Error`], naming the server or file and what to do;
 //!   [`Error::is_transient`] tells which the client already retried (with exponential backoff,
 //!   for calls that are safe to repeat).
@@ -56,16 +60,20 @@
 //! # }
 //! ```
 
+pub mod address;
 mod client;
 mod error;
 pub mod keydir;
 pub mod postage;
 mod retrieve;
+pub mod seal;
 
+pub use address::Address;
 pub use client::{Client, ClientOptions, FetchedDigest, KeyStatus, Progress, Sent, ServerParams};
 pub use error::{Api, Error, Result};
 pub use keydir::{DigestState, KeyDir, Registration};
 pub use omr_api::invite::normalize_invite_code;
 pub use omr_api::StartAt;
 pub use postage::Stamp;
-pub use retrieve::{split_point, Retrieval};
+pub use retrieve::{split_point, Received, Retrieval};
+pub use seal::{Letter, SealKey, SealPublicKey};

@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::client::{Client, FetchedDigest, Progress};
 use crate::error::{Error, Result};
 use crate::keydir::{DigestState, Registration};
+use crate::seal::{Letter, SealKey};
 
 /// What one [`Client::retrieve`] call found.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -24,6 +25,32 @@ pub struct Retrieval {
     pub digests: usize,
     pub digest_bytes: usize,
     pub splits: usize,
+}
+
+/// A retrieved message, its payload opened (see [`Retrieval::open`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// Its board index.
+    pub index: u64,
+    /// The payload's length on the board (sealed: the plaintext's plus the seal's 50 bytes).
+    pub board_bytes: usize,
+    pub letter: Letter,
+}
+
+impl Retrieval {
+    /// Open every retrieved payload with the recipient's seal key: sealed ones are opened (or
+    /// reported as [`Letter::Unopenable`]: a false positive or a forgery), unsealed ones pass as
+    /// [`Letter::Plain`].
+    pub fn open(&self, seal: &SealKey) -> Vec<Received> {
+        self.messages
+            .iter()
+            .map(|m| Received {
+                index: m.index,
+                board_bytes: m.payload.len(),
+                letter: seal.open(&m.payload),
+            })
+            .collect()
+    }
 }
 
 impl Client {

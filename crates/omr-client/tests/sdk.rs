@@ -165,3 +165,90 @@ async fn errors_are_typed() {
     assert!(matches!(e, Error::Unreachable { .. }), "{e}");
     server.stop().await;
 }
+
+/// A post refused by the client's rate limit is retried after the server's `Retry-After`
+/// (nothing was stored), and lands once; with no retries left the refusal is `Busy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_post_waits_for_retry_after_and_lands_once() {
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start_configured(&db, |c| {
+        c.rate_limit_per_second = 1.0;
+        c.rate_limit_burst = 1;
+    })
+    .await;
+    let to = insecure_keys(2).clue_key;
+    let client = Client::new(&server.url(""), &server.grpc_url()).unwrap();
+    assert_eq!(client.send(&to, b"first").await.unwrap(), 0);
+    let started = Instant::now();
+    assert_eq!(client.send(&to, b"second").await.unwrap(), 1);
+    assert!(started.elapsed() >= Duration::from_millis(900), "no wait");
+
+    let impatient = ClientOptions {
+        retries: 0,
+        ..ClientOptions::default()
+    };
+    let impatient = Client::with_options(&server.url(""), &server.grpc_url(), impatient).unwrap();
+    let e = impatient.send(&to, b"third").await.unwrap_err();
+    assert!(
+        matches!(e, Error::Busy { ref code, retry_after, .. } if code == "rate_limited" && retry_after >= Duration::from_secs(1)),
+        "{e}"
+    );
+    assert!(e.is_transient());
+    assert_eq!(db.store().board_head().await.unwrap(), 2);
+    server.stop().await;
+    db.cleanup().await;
+}
+
+/// A hostile "server" on a loopback port: every connection gets `head` and then, with
+/// `endless`, chunks of JSON-looking bytes until the client hangs up.
+async fn hostile_server(head: &'static str, endless: bool) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = conn.read(&mut request).await;
+                if conn.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
+                while endless && conn.write_all(chunk.as_bytes()).await.is_ok() {}
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_cannot_make_the_client_allocate_what_it_declares() {
+    // A Content-Length of 1 TiB is refused before anything is read or allocated.
+    let url = hostile_server(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1099511627776\r\n\r\n{",
+        false,
+    )
+    .await;
+    let client = Client::new(&url, "http://127.0.0.1:1").unwrap();
+    let started = Instant::now();
+    match client.params().await {
+        Err(Error::Protocol { message, .. }) => {
+            assert!(message.contains("1099511627776"), "{message}")
+        }
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // A body with no declared length that never ends is cut off at the answer's limit.
+    let url = hostile_server(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n",
+        true,
+    )
+    .await;
+    let client = Client::new(&url, "http://127.0.0.1:1").unwrap();
+    match client.params().await {
+        Err(Error::Protocol { message, .. }) => {
+            assert!(message.contains("longer body"), "{message}")
+        }
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+}

@@ -38,9 +38,11 @@ async fn main() -> anyhow::Result<()> {
         data_dir: dir.path().to_path_buf(),
         poll_interval_ms: 1000,
         ..Config::default()
-    };
+    }
+    .without_rate_limits();
     let app = Application::build(config).await?;
-    let (http, grpc) = (app.http_addr(), app.grpc_addr());
+    let http = app.http_addr();
+    let grpc = app.grpc_addr().expect("role both serves gRPC");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(app.run_until_stopped(async move {
         let _ = stopped.await;

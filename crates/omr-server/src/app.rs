@@ -1,5 +1,6 @@
-//! The server as a library: [`Application::build`] binds both listeners (port 0 allowed),
-//! connects the store and writes the address file; [`Application::run_until_stopped`] serves
+//! The server as a library: [`Application::build`] binds the listeners (port 0 allowed; no
+//! gRPC listener for `role = "worker"`, which serves no gRPC), connects the store and writes the
+//! address file; [`Application::run_until_stopped`] serves
 //! until the shutdown future resolves, then stops in order: stop accepting, finish in-flight
 //! requests and commits, close the store.
 
@@ -17,21 +18,30 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+mod servers;
+
+use crate::admission::Admission;
+use crate::config::{Config, Role};
+use crate::connections::ConnectionLimit;
 use crate::grpc::DetectorService;
 use crate::health::WorkerHealth;
 use crate::ingest::Ingestor;
 use crate::metrics::Metrics;
 use crate::state::AppState;
+use crate::tls::Tls;
+use servers::{join_servers, serve_grpc, serve_http};
 
-/// gRPC messages may be up to this large (key chunks are ≤ 4 MiB).
-const GRPC_MAX_MESSAGE: usize = 5 * 1024 * 1024;
+/// How often the rate limiters forget clients whose buckets are full again.
+const FORGET_IDLE_CLIENTS: Duration = Duration::from_secs(60);
 
 /// What `omrd.addr` holds.
 #[derive(Debug, Serialize)]
 struct AddrFile {
     http: SocketAddr,
-    grpc: SocketAddr,
+    /// `null` for `role = "worker"`.
+    grpc: Option<SocketAddr>,
+    /// Whether both listeners speak TLS only (`https://`), from `tls_cert` and `tls_key`.
+    tls: bool,
     pid: u32,
 }
 
@@ -40,7 +50,10 @@ struct AddrFile {
 pub struct Application {
     state: Arc<AppState>,
     http: TcpListener,
-    grpc: TcpListener,
+    grpc: Option<TcpListener>,
+    tls: Option<Tls>,
+    /// SIGHUP, listened for from `build` on when TLS is on (it reloads the certificate).
+    hangup: Option<tokio::signal::unix::Signal>,
     writer: tokio::task::JoinHandle<()>,
 }
 
@@ -67,16 +80,24 @@ impl Application {
             );
         }
         let admin_token_hash = config.resolve_admin_token()?.map(|t| t.sha256());
+        let tls = config.load_tls()?;
+        let hangup = tls.as_ref().and_then(|_| Tls::listen_for_hangup());
         warn_if_open_to_the_network(&config);
+        let metrics = Metrics::new();
+        let admission = Admission::new(&config, metrics.clone()).map_err(anyhow::Error::msg)?;
         let store = open_store(&config).await?;
         tracing::info!(backend = ?store.backend(), param_set = params.name, "store ready, migrations applied");
         let http = TcpListener::bind(config.http_addr)
             .await
             .with_context(|| format!("binding HTTP on {}", config.http_addr))?;
-        let grpc = TcpListener::bind(config.grpc_addr)
-            .await
-            .with_context(|| format!("binding gRPC on {}", config.grpc_addr))?;
-        let metrics = Metrics::new();
+        let grpc = match config.role {
+            Role::Worker => None,
+            Role::Both | Role::Api => Some(
+                TcpListener::bind(config.grpc_addr)
+                    .await
+                    .with_context(|| format!("binding gRPC on {}", config.grpc_addr))?,
+            ),
+        };
         metrics.board_head.set(store.board_head().await? as i64);
         let board_notify = Arc::new(tokio::sync::Notify::new());
         let (ingestor, writer) = Ingestor::start(
@@ -93,6 +114,7 @@ impl Application {
             store,
             ingestor,
             metrics,
+            admission,
             ready: AtomicBool::new(false),
             board_notify,
             digest_keys: Default::default(),
@@ -109,6 +131,8 @@ impl Application {
             state,
             http,
             grpc,
+            tls,
+            hangup,
             writer,
         };
         app.write_addr_file()?;
@@ -124,8 +148,9 @@ impl Application {
         self.http.local_addr().expect("bound listener")
     }
 
-    pub fn grpc_addr(&self) -> SocketAddr {
-        self.grpc.local_addr().expect("bound listener")
+    /// Where gRPC listens; `None` for `role = "worker"`, which binds no gRPC port.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        (self.grpc.as_ref()).map(|l| l.local_addr().expect("bound listener"))
     }
 
     /// The state its services share (for tests: inspection and fault injection).
@@ -141,6 +166,7 @@ impl Application {
         let body = serde_json::to_vec_pretty(&AddrFile {
             http: self.http_addr(),
             grpc: self.grpc_addr(),
+            tls: self.tls.is_some(),
             pid: std::process::id(),
         })?;
         let tmp = path.with_extension("addr.tmp");
@@ -158,19 +184,28 @@ impl Application {
             state,
             http,
             grpc,
+            tls,
+            hangup,
             writer,
         } = self;
         let cancel = CancellationToken::new();
-        let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
-        let http_task = serve_http(&state, http, &cancel);
-        let (grpc_task, health) = serve_grpc(&state, grpc, &cancel).await?;
+        let http_addr = http.local_addr()?;
+        let grpc_addr = grpc.as_ref().map(TcpListener::local_addr).transpose()?;
+        let connections = ConnectionLimit::new(state.config.max_connections, state.metrics.clone());
+        let http_task = serve_http(&state, http, connections.clone(), tls.clone(), &cancel);
+        let (grpc_task, health) =
+            serve_grpc(&state, grpc, connections, tls.clone(), &cancel).await?;
+        let tls_watch =
+            tls.map(|tls| tokio::spawn(tls.watch(hangup, state.metrics.clone(), cancel.clone())));
         let background = Background::spawn(&state, &cancel);
-        if state.config.role != crate::config::Role::Worker {
+        if state.config.role != Role::Worker {
             // Other processes' commits wake this one's waiting recipients (ends at `stop`).
             state.progress.spawn_listener(&state.store);
         }
         state.ready.store(true, Ordering::Release);
-        tracing::info!(%http_addr, %grpc_addr, addr_file = %state.config.addr_file().display(), "omrd listening");
+        let grpc_addr = grpc_addr.map_or("none".to_string(), |a| a.to_string());
+        let tls_on = tls_watch.is_some();
+        tracing::info!(%http_addr, %grpc_addr, tls = tls_on, addr_file = %state.config.addr_file().display(), "omrd listening");
 
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight work");
@@ -184,6 +219,9 @@ impl Application {
         let deadline = Duration::from_secs(state.config.shutdown_timeout_secs);
         join_servers(http_task, grpc_task, deadline).await;
         background.join(deadline).await;
+        if let Some(task) = tls_watch {
+            let _ = task.await;
+        }
         // The routers are gone: drop the last submitter so the writer commits what is queued
         // and exits.
         let store = state.store.clone();
@@ -235,99 +273,40 @@ fn warn_if_open_to_the_network(config: &Config) {
     }
 }
 
-type ServerTask<E> = tokio::task::JoinHandle<Result<(), E>>;
-
-/// The HTTP API on `listener` until `cancel` fires.
-fn serve_http(
-    state: &Arc<AppState>,
-    listener: TcpListener,
-    cancel: &CancellationToken,
-) -> ServerTask<std::io::Error> {
-    let router = crate::http::router(state.clone());
-    let c = cancel.clone();
-    tokio::spawn(async move {
-        axum::serve(listener, router)
-            .with_graceful_shutdown(async move { c.cancelled().await })
-            .await
-    })
-}
-
-/// The gRPC registry, health and reflection services on `listener` until `cancel` fires (a
-/// `role = "worker"` process serves none of them); returns the health reporter.
-async fn serve_grpc(
-    state: &Arc<AppState>,
-    listener: TcpListener,
-    cancel: &CancellationToken,
-) -> anyhow::Result<(
-    ServerTask<tonic::transport::Error>,
-    tonic_health::server::HealthReporter,
-)> {
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<DetectorServer<DetectorService>>()
-        .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(omr_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let detector = DetectorServer::new(DetectorService::new(state.clone()))
-        .max_decoding_message_size(GRPC_MAX_MESSAGE);
-    let c = cancel.clone();
-    let serve = state.config.role != crate::config::Role::Worker;
-    let task = tokio::spawn(async move {
-        if !serve {
-            c.cancelled().await;
-            return Ok(());
-        }
-        tonic::transport::Server::builder()
-            .add_service(health_service)
-            .add_service(reflection)
-            .add_service(detector)
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                async move { c.cancelled().await },
-            )
-            .await
-    });
-    Ok((task, health_reporter))
-}
-
-/// Wait (at most `deadline`) for both servers to finish their in-flight requests.
-async fn join_servers(
-    http: ServerTask<std::io::Error>,
-    grpc: ServerTask<tonic::transport::Error>,
-    deadline: Duration,
-) {
-    match tokio::time::timeout(deadline, async { (http.await, grpc.await) }).await {
-        Ok((h, g)) => {
-            if let Ok(Err(e)) = h {
-                tracing::warn!(error = %e, "HTTP server stopped with an error");
-            }
-            if let Ok(Err(e)) = g {
-                tracing::warn!(error = %e, "gRPC server stopped with an error");
-            }
-        }
-        Err(_) => tracing::warn!("servers did not stop within {} s", deadline.as_secs()),
-    }
-}
-
-/// The detection worker (unless `role = "api"`) and the retention task.
+/// The detection worker (unless `role = "api"`), the retention task and the rate limiters'
+/// housekeeping.
 struct Background {
     worker: Option<tokio::task::JoinHandle<()>>,
     retention: tokio::task::JoinHandle<()>,
+    forget_clients: tokio::task::JoinHandle<()>,
 }
 
 impl Background {
     fn spawn(state: &Arc<AppState>, cancel: &CancellationToken) -> Background {
-        let worker = (state.config.role != crate::config::Role::Api)
+        let worker = (state.config.role != Role::Api)
             .then(|| tokio::spawn(crate::worker::run(state.clone(), cancel.clone())));
         let retention = tokio::spawn(crate::worker::retention(state.clone(), cancel.clone()));
-        Background { worker, retention }
+        let (s, c) = (state.clone(), cancel.clone());
+        let forget_clients = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(FORGET_IDLE_CLIENTS);
+            loop {
+                tokio::select! {
+                    _ = c.cancelled() => return,
+                    _ = tick.tick() => s.admission.forget_idle(),
+                }
+            }
+        });
+        Background {
+            worker,
+            retention,
+            forget_clients,
+        }
     }
 
     /// After cancellation: the worker finishes its batch in progress (at most `deadline`).
     async fn join(self, deadline: Duration) {
         let _ = self.retention.await;
+        let _ = self.forget_clients.await;
         if let Some(w) = self.worker {
             if tokio::time::timeout(deadline, w).await.is_err() {
                 tracing::warn!(

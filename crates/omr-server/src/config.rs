@@ -110,6 +110,50 @@ pub struct Config {
     /// online (its key is scheduled first); one waiting for its next message is online while
     /// it waits. 0: no recipient counts as online.
     pub online_secs: u64,
+    /// Messages one client address may post per second (`POST /v1/messages` and
+    /// `/v1/messages/batch`, a batch counting its messages), refilled continuously; 0: no limit.
+    pub rate_limit_per_second: f64,
+    /// Messages one client address may post at once before the rate applies (also the largest
+    /// batch a rate-limited client can post).
+    pub rate_limit_burst: u32,
+    /// Board reads (`GET /v1/messages`) per second per client address; 0: no limit.
+    pub read_rate_limit_per_second: f64,
+    pub read_rate_limit_burst: u32,
+    /// Digest requests (`GET /v1/digests/{key}`, gRPC `GetDigest`) per second per client
+    /// address; 0: no limit.
+    pub digest_rate_limit_per_second: f64,
+    pub digest_rate_limit_burst: u32,
+    /// Peers (IP addresses or CIDR ranges) whose `X-Forwarded-For` names the client; from any
+    /// other peer the header is ignored and the socket's address is the client's.
+    pub trusted_proxies: Vec<String>,
+    /// An HTTP client must send a request's headers within this many seconds of connecting or
+    /// of its previous response, or the connection is closed.
+    pub header_read_timeout_secs: u64,
+    /// Longest an HTTP request may take, body included (long-polls: their wait on top); past
+    /// it the answer is 408 `request_timeout`.
+    pub request_timeout_secs: u64,
+    /// Open HTTP and gRPC connections, together; past it a new connection is closed at once
+    /// (HTTP: after a 503 `overloaded`).
+    pub max_connections: usize,
+    /// HTTP API requests in progress at once (probes and metrics not counted); past it a
+    /// request is answered 503 `overloaded` with `Retry-After` at once instead of queueing.
+    pub max_concurrent_requests: usize,
+    /// gRPC: send an HTTP/2 ping after this many idle seconds (0: never) …
+    pub grpc_keepalive_interval_secs: u64,
+    /// … and close the connection when its answer takes longer than this.
+    pub grpc_keepalive_timeout_secs: u64,
+    /// gRPC: concurrent streams (calls) on one HTTP/2 connection.
+    pub grpc_max_concurrent_streams: u32,
+    /// gRPC: calls served at once per connection; more wait for a slot.
+    pub grpc_concurrency_per_connection: usize,
+    /// gRPC: longest a call may take to answer (key uploads have `key_upload_timeout_secs`
+    /// instead; streamed answers are bounded until their first message).
+    pub grpc_request_timeout_secs: u64,
+    /// PEM certificate chain (leaf first): with `tls_key`, both listeners speak TLS only
+    /// (HTTPS, gRPC over TLS). Re-read on SIGHUP and when the file changes.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert` (PKCS#8, PKCS#1 or SEC1).
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Who may register a detection key.
@@ -165,6 +209,24 @@ impl Default for Config {
             retain_digest_messages: None,
             retention_interval_secs: 60,
             online_secs: 300,
+            rate_limit_per_second: 1.0,
+            rate_limit_burst: 60,
+            read_rate_limit_per_second: 5.0,
+            read_rate_limit_burst: 50,
+            digest_rate_limit_per_second: 5.0,
+            digest_rate_limit_burst: 50,
+            trusted_proxies: Vec::new(),
+            header_read_timeout_secs: 10,
+            request_timeout_secs: 30,
+            max_connections: 4096,
+            max_concurrent_requests: 512,
+            grpc_keepalive_interval_secs: 60,
+            grpc_keepalive_timeout_secs: 20,
+            grpc_max_concurrent_streams: 100,
+            grpc_concurrency_per_connection: 32,
+            grpc_request_timeout_secs: 30,
+            tls_cert: None,
+            tls_key: None,
         }
     }
 }
@@ -204,6 +266,24 @@ pub const KEYS: &[&str] = &[
     "retain_digest_messages",
     "retention_interval_secs",
     "online_secs",
+    "rate_limit_per_second",
+    "rate_limit_burst",
+    "read_rate_limit_per_second",
+    "read_rate_limit_burst",
+    "digest_rate_limit_per_second",
+    "digest_rate_limit_burst",
+    "trusted_proxies",
+    "header_read_timeout_secs",
+    "request_timeout_secs",
+    "max_connections",
+    "max_concurrent_requests",
+    "grpc_keepalive_interval_secs",
+    "grpc_keepalive_timeout_secs",
+    "grpc_max_concurrent_streams",
+    "grpc_concurrency_per_connection",
+    "grpc_request_timeout_secs",
+    "tls_cert",
+    "tls_key",
 ];
 
 impl Config {
@@ -266,6 +346,30 @@ impl Config {
         Ok(Some(token))
     }
 
+    /// The same configuration with no per-client rate limits: for an omrd that only this
+    /// process talks to (`omr demo`, benchmarks, tests), where every request comes from one
+    /// address.
+    pub fn without_rate_limits(mut self) -> Config {
+        self.rate_limit_per_second = 0.0;
+        self.read_rate_limit_per_second = 0.0;
+        self.digest_rate_limit_per_second = 0.0;
+        self
+    }
+
+    /// The TLS acceptors of `tls_cert` and `tls_key`, read now; `None` when neither is set.
+    pub fn load_tls(&self) -> anyhow::Result<Option<crate::tls::Tls>> {
+        match (&self.tls_cert, &self.tls_key) {
+            (None, None) => Ok(None),
+            (Some(cert), Some(key)) => crate::tls::Tls::load(cert, key).map(Some),
+            (Some(_), None) => anyhow::bail!(
+                "tls_cert is set but tls_key is not: give both (OMR_TLS_CERT, OMR_TLS_KEY) to serve TLS"
+            ),
+            (None, Some(_)) => anyhow::bail!(
+                "tls_key is set but tls_cert is not: give both (OMR_TLS_CERT, OMR_TLS_KEY) to serve TLS"
+            ),
+        }
+    }
+
     /// The address file scripts read to find the bound ports.
     pub fn addr_file(&self) -> PathBuf {
         self.data_dir.join("omrd.addr")
@@ -290,100 +394,4 @@ pub fn available_memory() -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_list_every_field() {
-        let mut v = serde_json::to_value(Config::default()).unwrap();
-        v["database_url"] = serde_json::json!("x");
-        v["worker_id"] = serde_json::json!("x");
-        v["max_cached_keys"] = serde_json::json!(1);
-        v["retain_messages"] = serde_json::json!(1);
-        v["retain_digest_messages"] = serde_json::json!(1);
-        v["key_disk_bytes"] = serde_json::json!(1);
-        v["admin_token_file"] = serde_json::json!("x");
-        // Never serialized (it is a secret), but a key all the same.
-        v["admin_token"] = serde_json::json!("x");
-        let mut fields: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
-        fields.sort();
-        let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();
-        keys.sort();
-        assert_eq!(fields, keys);
-    }
-
-    #[test]
-    #[allow(clippy::result_large_err)] // figment's Jail API returns its own large error
-    fn file_then_environment_override_defaults() {
-        figment::Jail::expect_with(|jail| {
-            jail.create_file(
-                "omrd.toml",
-                "http_addr = \"127.0.0.1:9000\"\nmax_batch_messages = 7\n",
-            )?;
-            jail.set_env("OMR_MAX_BATCH_MESSAGES", "9");
-            jail.set_env("OMR_TEST_SOMETHING_ELSE", "ignored");
-            jail.set_env("OMR_POSTAGE_BITS", "20");
-            let c = Config::load(Some(Path::new("omrd.toml"))).map_err(|e| e.to_string())?;
-            assert_eq!(c.http_addr.port(), 9000);
-            assert_eq!(c.max_batch_messages, 9);
-            assert_eq!(c.postage_bits, 20);
-            assert_eq!(c.grpc_addr, Config::default().grpc_addr);
-            jail.create_file("bad.toml", "htp_addr = 1\n")?;
-            assert!(
-                Config::load(Some(Path::new("bad.toml"))).is_err(),
-                "typo in a file key accepted"
-            );
-            assert!(Config::load(Some(Path::new("missing.toml"))).is_err());
-            Ok(())
-        });
-    }
-
-    #[test]
-    #[allow(clippy::result_large_err)] // figment's Jail API returns its own large error
-    fn the_admin_token_comes_from_the_environment_or_a_file_and_is_never_shown() {
-        figment::Jail::expect_with(|jail| {
-            let secret = "0123456789abcdef-secret";
-            jail.set_env("OMR_ADMIN_TOKEN", secret);
-            jail.set_env("OMR_REGISTRATION", "invite");
-            let c = Config::load(None).map_err(|e| e.to_string())?;
-            assert_eq!(c.registration, Registration::Invite);
-            let token = c.resolve_admin_token().unwrap().expect("a token");
-            assert_eq!(token, AdminToken::new(secret));
-            assert!(!format!("{c:?}").contains(secret), "Debug shows the token");
-            let json = serde_json::to_string(&c).unwrap();
-            assert!(!json.contains(secret), "serialized: {json}");
-
-            jail.create_file("token", &format!("{secret}\n"))?;
-            jail.set_env("OMR_ADMIN_TOKEN_FILE", "token");
-            let c = Config::load(None).map_err(|e| e.to_string())?;
-            assert!(c.resolve_admin_token().is_err(), "both set");
-            jail.clear_env();
-            jail.set_env("OMR_ADMIN_TOKEN_FILE", "token");
-            let c = Config::load(None).map_err(|e| e.to_string())?;
-            assert_eq!(
-                c.resolve_admin_token().unwrap(),
-                Some(AdminToken::new(secret))
-            );
-
-            jail.create_file("short", "abc\n")?;
-            jail.set_env("OMR_ADMIN_TOKEN_FILE", "short");
-            let c = Config::load(None).map_err(|e| e.to_string())?;
-            let err = c.resolve_admin_token().unwrap_err().to_string();
-            assert!(err.contains("openssl rand"), "{err}");
-            jail.set_env("OMR_ADMIN_TOKEN_FILE", "missing");
-            let c = Config::load(None).map_err(|e| e.to_string())?;
-            assert!(c.resolve_admin_token().is_err(), "a missing file");
-            jail.clear_env();
-            assert_eq!(
-                Config::load(None).unwrap().resolve_admin_token().unwrap(),
-                None
-            );
-            jail.set_env("OMR_ADMIN_TOKEN", "");
-            assert_eq!(
-                Config::load(None).unwrap().resolve_admin_token().unwrap(),
-                None
-            );
-            Ok(())
-        });
-    }
-}
+mod tests;

@@ -3,10 +3,11 @@
 //! keyswitched and switched down for transport. Never re-runs detection; encoded digests are
 //! cached until the cursor moves.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use omr_api::http::{DigestQuery, ErrorBody};
@@ -28,15 +29,26 @@ const DIGEST_CACHE_ENTRIES: usize = 1024;
         (status = 401, body = ErrorBody, description = "No Bearer token"),
         (status = 403, body = ErrorBody, description = "Wrong token"),
         (status = 404, body = ErrorBody, description = "Unknown key"),
+        (status = 429, body = ErrorBody, description = "This client's digest rate limit; retry after Retry-After seconds"),
     )
 )]
 pub async fn get_digest(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Path(key_id): Path<String>,
     query: Result<Query<DigestQuery>, axum::extract::rejection::QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
-    match digest(&state, &key_id, query, &headers).await {
+    let client = state.admission.http_client(peer, &headers);
+    let admitted =
+        state
+            .admission
+            .check(crate::admission::Limit::Digests, "/v1/digests", client, 1);
+    let result = match admitted {
+        Ok(()) => digest(&state, &key_id, query, &headers).await,
+        Err(e) => Err(e),
+    };
+    match result {
         Ok(r) => {
             state
                 .metrics

@@ -15,6 +15,8 @@ use omr_store::InviteRefusal;
 pub struct ServiceError {
     pub code: ErrorCode,
     pub message: String,
+    /// When to try again, for refusals that pass (`Retry-After` on HTTP).
+    pub retry_after_secs: Option<u64>,
 }
 
 impl ServiceError {
@@ -22,7 +24,24 @@ impl ServiceError {
         ServiceError {
             code,
             message: message.into(),
+            retry_after_secs: None,
         }
+    }
+
+    /// The same error, telling the client to retry after `secs` seconds.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after_secs = Some(secs);
+        self
+    }
+
+    /// The refusal of a request while the server is at `max_concurrent_requests`.
+    pub fn overloaded() -> Self {
+        Self::new(
+            ErrorCode::Overloaded,
+            "the server is handling as many requests as it accepts (max_concurrent_requests); \
+             nothing was stored: retry in a second",
+        )
+        .retry_after(1)
     }
 
     /// An internal failure: logged with its cause, answered generically.
@@ -148,6 +167,7 @@ impl ServiceError {
             | ErrorCode::InvalidKey
             | ErrorCode::ParamSetMismatch
             | ErrorCode::EmptyBatch
+            | ErrorCode::TlsRequired
             | ErrorCode::UnsupportedMediaType => Code::InvalidArgument,
             ErrorCode::PayloadTooLarge
             | ErrorCode::BodyTooLarge
@@ -161,11 +181,12 @@ impl ServiceError {
                 Code::PermissionDenied
             }
             ErrorCode::UnknownKey | ErrorCode::AdminDisabled => Code::NotFound,
-            ErrorCode::UploadTimeout => Code::DeadlineExceeded,
+            ErrorCode::UploadTimeout | ErrorCode::RequestTimeout => Code::DeadlineExceeded,
+            ErrorCode::RateLimited => Code::ResourceExhausted,
             ErrorCode::StartIndexRetired
             | ErrorCode::PostageRequired
             | ErrorCode::PostageInvalid => Code::FailedPrecondition,
-            ErrorCode::Busy | ErrorCode::Unavailable => Code::Unavailable,
+            ErrorCode::Busy | ErrorCode::Unavailable | ErrorCode::Overloaded => Code::Unavailable,
             ErrorCode::Internal => Code::Internal,
         }
     }
@@ -179,21 +200,40 @@ impl std::fmt::Display for ServiceError {
 
 impl std::error::Error for ServiceError {}
 
-/// The HTTP mapping: the code's status and the `{code, message}` body.
+/// The HTTP mapping: the code's status, `Retry-After` when set, and the `{code, message}` body.
 impl IntoResponse for ServiceError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(ErrorBody::new(self.code, self.message))).into_response()
+        let mut resp = (status, Json(ErrorBody::new(self.code, self.message))).into_response();
+        if let Some(secs) = self.retry_after_secs {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        resp
     }
 }
 
-/// The gRPC mapping: the code's status, the message as is.
+/// The gRPC mapping: the code's status, the message as is, and the error code in the
+/// `omr-error-code` metadata (with `retry-after`, in seconds, when the error says when to retry),
+/// so that clients can tell a rate limit from other `RESOURCE_EXHAUSTED` refusals.
 impl From<ServiceError> for tonic::Status {
     fn from(e: ServiceError) -> Self {
-        tonic::Status::new(ServiceError::grpc_code(e.code), e.message)
+        let mut status = tonic::Status::new(ServiceError::grpc_code(e.code), e.message);
+        let metadata = status.metadata_mut();
+        metadata.insert(
+            GRPC_ERROR_CODE,
+            tonic::metadata::MetadataValue::from_static(e.code.as_str()),
+        );
+        if let Some(secs) = e.retry_after_secs {
+            metadata.insert("retry-after", secs.into());
+        }
+        status
     }
 }
+
+/// The gRPC metadata key that carries an error's [`ErrorCode`].
+pub const GRPC_ERROR_CODE: &str = "omr-error-code";
 
 #[cfg(test)]
 mod tests {
@@ -206,7 +246,7 @@ mod tests {
             let http = code.http_status();
             match http {
                 400 | 415 => assert_eq!(grpc, tonic::Code::InvalidArgument, "{code}"),
-                413 | 507 => assert_eq!(grpc, tonic::Code::ResourceExhausted, "{code}"),
+                413 | 429 | 507 => assert_eq!(grpc, tonic::Code::ResourceExhausted, "{code}"),
                 500 => assert_eq!(grpc, tonic::Code::Internal, "{code}"),
                 503 => assert_eq!(grpc, tonic::Code::Unavailable, "{code}"),
                 _ => assert_ne!(grpc, tonic::Code::Ok, "{code}"),

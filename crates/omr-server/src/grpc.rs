@@ -137,6 +137,10 @@ impl DetectorService {
         &self,
         request: &Request<GetDigestRequest>,
     ) -> Result<crate::digests::BuiltDigest, ServiceError> {
+        let limit = crate::admission::Limit::Digests;
+        self.state
+            .admission
+            .check_grpc(limit, "GetDigest", request)?;
         let key_id = &request.get_ref().key_id;
         let (from, to) = (request.get_ref().from, request.get_ref().to);
         let meta = self.authorize(request, key_id).await?;
@@ -340,6 +344,7 @@ impl Detector for DetectorService {
             max_range: p.max_range,
             max_key_bytes: self.state.config.max_key_bytes,
             postage_bits: self.state.config.postage_bits,
+            invite_required: self.state.config.registration == Registration::Invite,
         }))
     }
 }
@@ -352,20 +357,14 @@ pub fn check_header(
     max_key_bytes: u64,
 ) -> Result<(), ServiceError> {
     let malformed = |m: String| ServiceError::new(ErrorCode::MalformedUpload, m);
-    let params = ParamSet::by_name(&h.param_set).map_err(|_| {
-        ServiceError::new(
-            ErrorCode::ParamSetMismatch,
-            format!("unknown parameter set {:?}", h.param_set),
-        )
-    })?;
+    let mismatch = |m: String| ServiceError::new(ErrorCode::ParamSetMismatch, m);
+    let params = ParamSet::by_name(&h.param_set)
+        .map_err(|_| mismatch(format!("unknown parameter set {:?}", h.param_set)))?;
     if params != server_params {
-        return Err(ServiceError::new(
-            ErrorCode::ParamSetMismatch,
-            format!(
-                "parameter set {} is not this server's ({})",
-                params.name, server_params.name
-            ),
-        ));
+        let (name, ours) = (params.name, server_params.name);
+        return Err(mismatch(format!(
+            "parameter set {name} is not this server's ({ours})"
+        )));
     }
     if h.kbar == 0 || h.kbar as usize > params.max_kbar {
         return Err(malformed(format!(

@@ -5,8 +5,10 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
+mod admission;
 mod detection;
 
+pub use admission::AdmissionMetrics;
 pub use detection::DetectionMetrics;
 
 /// Every metric omrd exports.
@@ -47,6 +49,8 @@ pub struct Metrics {
     pub leased_keys: IntGauge,
     /// Capacity, memory and lag of detection.
     pub detection: DetectionMetrics,
+    /// Rate limits, load shedding and connections.
+    pub admission: AdmissionMetrics,
     /// Calls waiting for a key's next detected message now (HTTP long-polls, gRPC watches).
     pub key_waiters: IntGauge,
     /// Time to load a detection key into memory, by source (`disk`: its expanded file;
@@ -242,6 +246,7 @@ impl Metrics {
             registry.register(m).expect("unique metric names");
         }
         let detection = DetectionMetrics::new(&registry);
+        let admission = AdmissionMetrics::new(&registry);
         Metrics {
             registry,
             messages_accepted,
@@ -261,6 +266,7 @@ impl Metrics {
             lease_changes,
             leased_keys,
             detection,
+            admission,
             key_waiters,
             key_load_seconds,
             key_load_bytes,

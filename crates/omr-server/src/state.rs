@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 use omr_core::ParamSet;
 use omr_store::Store;
 
+use crate::admission::Admission;
 use crate::config::Config;
 use crate::health::WorkerHealth;
 use crate::ingest::Ingestor;
@@ -28,6 +29,8 @@ pub struct AppState {
     pub store: Store,
     pub ingestor: Ingestor,
     pub metrics: Metrics,
+    /// Client addresses and their rate limits.
+    pub admission: Admission,
     /// Set once migrations ran and both servers listen.
     pub ready: AtomicBool,
     /// Signalled after every board commit (wakes the detection worker).

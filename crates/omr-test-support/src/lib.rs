@@ -34,6 +34,7 @@ mod omrd;
 mod raw;
 mod seed;
 mod server;
+mod tls;
 mod wait;
 
 pub use keys::insecure_keys;
@@ -42,6 +43,7 @@ pub use omrd::Omrd;
 pub use raw::{with_token, DecodedDigest, RawClient, Recipient};
 pub use seed::{seeded_rng, SEED_VAR};
 pub use server::{quick_detection, TestServer};
+pub use tls::TestCert;
 pub use wait::{wait_for, wait_for_blocking, wait_until, wait_until_blocking, POLL_INTERVAL};
 
 /// For [`test_each_backend!`], so its callers need not depend on `paste`.

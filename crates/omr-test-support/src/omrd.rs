@@ -15,16 +15,17 @@ const PROCESS_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct Omrd {
     child: Child,
-    /// `host:port` of the HTTP and gRPC listeners.
+    /// `host:port` of the HTTP and gRPC listeners (no gRPC for `role = "worker"`).
     pub http: String,
-    pub grpc: String,
+    pub grpc: Option<String>,
 }
 
 impl Omrd {
     /// Start the executable `binary` (inside omr-server's tests,
     /// `env!("CARGO_BIN_EXE_omrd")`) on 127.0.0.1:0 for HTTP and gRPC with its data in
-    /// `data_dir`, never inheriting `OMR_DATABASE_URL`, its output discarded; `configure` adds
-    /// arguments and environment or changes stdio. Returns once `data_dir/omrd.addr` names the
+    /// `data_dir`, never inheriting `OMR_DATABASE_URL`, without rate limits (every test
+    /// request comes from one address; a test of the limits sets them), its output discarded;
+    /// `configure` adds arguments and environment or changes stdio. Returns once `data_dir/omrd.addr` names the
     /// bound addresses.
     pub fn spawn(
         binary: impl AsRef<Path>,
@@ -38,6 +39,9 @@ impl Omrd {
             .arg("--data-dir")
             .arg(data_dir)
             .env_remove("OMR_DATABASE_URL")
+            .env("OMR_RATE_LIMIT_PER_SECOND", "0")
+            .env("OMR_READ_RATE_LIMIT_PER_SECOND", "0")
+            .env("OMR_DIGEST_RATE_LIMIT_PER_SECOND", "0")
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         configure(&mut cmd);
@@ -46,7 +50,7 @@ impl Omrd {
         let mut omrd = Omrd {
             child,
             http: String::new(),
-            grpc: String::new(),
+            grpc: None,
         };
         let addr: serde_json::Value =
             wait_for_blocking(PROCESS_TIMEOUT, "omrd writes omrd.addr", || {
@@ -54,13 +58,13 @@ impl Omrd {
                 serde_json::from_slice(&bytes).ok()
             });
         omrd.http = addr["http"].as_str().expect("an HTTP address").into();
-        omrd.grpc = addr["grpc"].as_str().expect("a gRPC address").into();
+        omrd.grpc = addr["grpc"].as_str().map(String::from);
         omrd
     }
 
     /// A client of this process's HTTP and gRPC APIs.
     pub fn client(&self) -> RawClient {
-        RawClient::new(&self.http, &self.grpc)
+        RawClient::new(&self.http, self.grpc.as_ref())
     }
 
     /// The process id.

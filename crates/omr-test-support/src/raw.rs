@@ -25,8 +25,11 @@ const GRPC_MESSAGE_LIMIT: usize = 8 << 20;
 #[derive(Debug, Clone)]
 pub struct RawClient {
     http: String,
-    grpc: String,
+    /// `None` for a process that serves no gRPC (`role = "worker"`).
+    grpc: Option<String>,
     client: reqwest::Client,
+    /// The CA (PEM) the gRPC channel trusts, when the server speaks TLS.
+    ca: Option<Vec<u8>>,
 }
 
 /// A registered recipient: its keys and what registration returned.
@@ -60,13 +63,40 @@ pub fn with_token<T>(msg: T, token: &str) -> tonic::Request<T> {
 }
 
 impl RawClient {
-    /// A client of the omrd serving HTTP at `http` and gRPC at `grpc` (`host:port`).
-    pub fn new(http: impl std::fmt::Display, grpc: impl std::fmt::Display) -> RawClient {
+    /// A client of the omrd serving HTTP at `http` and gRPC at `grpc` (`host:port`; `None`
+    /// when it serves no gRPC: gRPC calls then panic).
+    pub fn new<G: std::fmt::Display>(http: impl std::fmt::Display, grpc: Option<G>) -> RawClient {
         RawClient {
             http: format!("http://{http}"),
-            grpc: format!("http://{grpc}"),
+            grpc: grpc.map(|g| format!("http://{g}")),
             client: reqwest::Client::new(),
+            ca: None,
         }
+    }
+
+    /// [`RawClient::new`] for an omrd that speaks TLS with a certificate `ca_pem` signed (or
+    /// is): `https://` URLs, and only that CA trusted.
+    pub fn with_tls<G: std::fmt::Display>(
+        http: impl std::fmt::Display,
+        grpc: Option<G>,
+        ca_pem: &[u8],
+    ) -> RawClient {
+        let ca = reqwest::Certificate::from_pem(ca_pem).expect("a PEM certificate");
+        RawClient {
+            http: format!("https://{http}"),
+            grpc: grpc.map(|g| format!("https://{g}")),
+            client: reqwest::Client::builder()
+                .tls_built_in_root_certs(false)
+                .add_root_certificate(ca)
+                .build()
+                .expect("an HTTPS client"),
+            ca: Some(ca_pem.to_vec()),
+        }
+    }
+
+    /// The HTTP client (reqwest), with the CA when the server speaks TLS.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.client
     }
 
     /// The URL of `path` (starting with `/`) on the HTTP server.
@@ -76,14 +106,25 @@ impl RawClient {
 
     /// The gRPC server's URL.
     pub fn grpc_url(&self) -> &str {
-        &self.grpc
+        self.grpc
+            .as_deref()
+            .expect("this omrd serves no gRPC (role = \"worker\")")
     }
 
     /// A gRPC client that may send and receive messages up to 8 MiB.
     pub async fn detector(&self) -> DetectorClient<Channel> {
-        DetectorClient::connect(self.grpc.clone())
+        let url = self.grpc_url().to_string();
+        let mut endpoint = tonic::transport::Endpoint::from_shared(url.clone()).expect("a URL");
+        if let Some(ca) = &self.ca {
+            let tls = tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(ca));
+            endpoint = endpoint.tls_config(tls).expect("a TLS configuration");
+        }
+        let channel = endpoint
+            .connect()
             .await
-            .unwrap_or_else(|e| panic!("connect to gRPC at {}: {e}", self.grpc))
+            .unwrap_or_else(|e| panic!("connect to gRPC at {url}: {e}"));
+        DetectorClient::new(channel)
             .max_encoding_message_size(GRPC_MESSAGE_LIMIT)
             .max_decoding_message_size(GRPC_MESSAGE_LIMIT)
     }
@@ -191,7 +232,6 @@ impl RawClient {
             .into_inner()
     }
 
-    /// The Prometheus text at `/metrics`.
     /// The value of the sample `name` (with its labels, e.g. `omr_key_lag{key_id="…"}`) in
     /// `/metrics`, if it is there.
     pub async fn metric(&self, name: &str) -> Option<f64> {
@@ -201,6 +241,7 @@ impl RawClient {
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
     }
 
+    /// The Prometheus text at `/metrics`.
     pub async fn metrics(&self) -> String {
         self.get("/metrics").await.text().await.expect("metrics")
     }

@@ -23,9 +23,9 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// for a clean shutdown.
 #[derive(Debug)]
 pub struct TestServer {
-    /// Where it listens.
+    /// Where it listens (no gRPC for `role = "worker"`).
     pub http: SocketAddr,
-    pub grpc: SocketAddr,
+    pub grpc: Option<SocketAddr>,
     /// What it was started with.
     pub config: Config,
     /// The state its services share (see [`TestServer::state`]). Weak: the server's shutdown
@@ -111,7 +111,10 @@ impl TestServer {
         let client = server.client();
         wait_until(READY_TIMEOUT, "omrd answers /readyz with 200", || async {
             matches!(
-                reqwest::get(client.url("/readyz"))
+                client
+                    .http()
+                    .get(client.url("/readyz"))
+                    .send()
                     .await
                     .map(|r| r.status()),
                 Ok(StatusCode::OK)
@@ -128,19 +131,38 @@ impl TestServer {
         self.state.upgrade().expect("the server is running")
     }
 
-    /// A client of its HTTP and gRPC APIs.
+    /// A client of its HTTP and gRPC APIs (over TLS, trusting its certificate, when it has
+    /// `tls_cert`: a self-signed one, as [`crate::TestCert`] makes).
     pub fn client(&self) -> RawClient {
-        RawClient::new(self.http, self.grpc)
+        match &self.config.tls_cert {
+            Some(cert) => {
+                let pem = std::fs::read(cert).expect("read tls_cert");
+                RawClient::with_tls(self.http, self.grpc, &pem)
+            }
+            None => RawClient::new(self.http, self.grpc),
+        }
+    }
+
+    /// `https` when it speaks TLS, else `http`.
+    fn scheme(&self) -> &'static str {
+        if self.config.tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// The URL of `path` on its HTTP server (`""`: the base URL).
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.http)
+        format!("{}://{}{path}", self.scheme(), self.http)
     }
 
     /// Its gRPC server's URL.
     pub fn grpc_url(&self) -> String {
-        format!("http://{}", self.grpc)
+        let grpc = self
+            .grpc
+            .expect("this omrd serves no gRPC (role = \"worker\")");
+        format!("{}://{grpc}", self.scheme())
     }
 
     /// Stop gracefully and wait for the shutdown to finish.
@@ -188,7 +210,8 @@ pub fn quick_detection(config: &mut Config) {
     config.worker_threads = 2;
 }
 
-/// Ephemeral ports, `data_dir`, the insecure test parameter set; the rest omrd's defaults.
+/// Ephemeral ports, `data_dir`, the insecure test parameter set, no rate limits (every test
+/// request comes from one address; a test of the limits sets them); the rest omrd's defaults.
 fn test_config(data_dir: PathBuf) -> Config {
     Config {
         http_addr: "127.0.0.1:0".parse().expect("literal"),
@@ -199,6 +222,7 @@ fn test_config(data_dir: PathBuf) -> Config {
         allow_insecure_params: true,
         ..Config::default()
     }
+    .without_rate_limits()
 }
 
 impl Drop for TestServer {

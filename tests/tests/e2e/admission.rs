@@ -74,6 +74,10 @@ async fn uses_left(db: &TestDb, code: &str) -> u32 {
 
 async fn invite_mode_registers_only_with_a_valid_code(db: &TestDb) {
     let s = invite_server(db, 100).await;
+    // Clients can tell before uploading that they need a code (HTTP and gRPC).
+    let params: serde_json::Value = s.client().get("/v1/params").await.json().await.unwrap();
+    assert_eq!(params["invite_required"], true, "{params}");
+    assert!(s.client().grpc_params().await.invite_required);
 
     // No code: refused from the header alone, before any key byte (the stream never sends one).
     let keys_set = insecure_keys(4);

@@ -328,6 +328,6 @@ async fn params_probes_metrics_and_openapi_are_served() {
     let addr: Value =
         serde_json::from_slice(&std::fs::read(s.config.addr_file()).unwrap()).unwrap();
     assert_eq!(addr["http"], s.http.to_string());
-    assert_eq!(addr["grpc"], s.grpc.to_string());
+    assert_eq!(addr["grpc"], s.grpc.unwrap().to_string());
     s.stop().await;
 }

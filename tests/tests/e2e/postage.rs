@@ -253,7 +253,7 @@ async fn the_sdk_stamps_once_the_server_turns_postage_on(db: &TestDb) {
     assert_eq!((sent.index, sent.stamp), (0, None));
     // The same addresses, now with postage: the client still believes it is off, is refused,
     // asks again and stamps.
-    let (http, grpc) = (s.http, s.grpc);
+    let (http, grpc) = (s.http, s.grpc.expect("a gRPC listener"));
     let s = s
         .restart_configured(|c| {
             c.http_addr = http;
@@ -272,6 +272,10 @@ async fn postage_off_takes_the_old_encoding_and_stamped_messages(db: &TestDb) {
     let s = TestServer::start(db).await;
     let params: Value = s.client().get("/v1/params").await.json().await.unwrap();
     assert_eq!(params["postage_bits"], 0, "{params}");
+    assert_eq!(
+        params["invite_required"], false,
+        "open registration: {params}"
+    );
     let to = insecure_keys(4).clue_key;
     let plain = Message::new(to.make_clue(), b"old encoding".to_vec()).unwrap();
     assert_eq!(plain.to_bytes()[4], 1, "an unstamped message is version 1");

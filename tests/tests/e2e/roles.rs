@@ -1,5 +1,6 @@
 //! Process roles end to end on each store: an API-only process serves the API and detects
-//! nothing; a worker-only process on the same store detects and serves only probes and metrics.
+//! nothing; a worker-only process on the same store detects, serves only probes and metrics,
+//! and binds no gRPC port.
 
 use omr_proto::v1::registration_header::Start;
 use omr_server::Role;
@@ -46,6 +47,7 @@ async fn api_only_and_worker_only_roles_do_only_their_part(db: &TestDb) {
 
     // The same store served by a worker-only process: it detects; its HTTP has only probes.
     let w = s.restart_configured(|c| c.role = Role::Worker).await;
+    assert_eq!(w.grpc, None, "a worker-only process bound a gRPC port");
     let api = w.client();
     for path in [
         "/v1/params",

@@ -105,12 +105,16 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
         key_max_wait_secs: a.max_wait_secs,
         max_keys: a.keys as u64 + 1,
         ..Default::default()
-    };
+    }
+    .without_rate_limits();
     let app = omr_server::Application::build(config).await?;
     let store = app.store();
     let client = Client::new(
         &format!("http://{}", app.http_addr()),
-        &format!("http://{}", app.grpc_addr()),
+        &format!(
+            "http://{}",
+            app.grpc_addr().context("the embedded omrd serves gRPC")?
+        ),
     )?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(app.run_until_stopped(async move {

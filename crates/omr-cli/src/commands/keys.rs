@@ -51,7 +51,18 @@ pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let dir = KeyDir::create(&a.out, &keys, a.force)?;
     let files = [
         (keydir::SECRET_KEY_FILE, "secret: keep it (mode 0600)"),
-        (keydir::CLUE_KEY_FILE, "public address: give it to senders"),
+        (
+            keydir::SEAL_KEY_FILE,
+            "secret: opens sealed payloads (mode 0600)",
+        ),
+        (
+            keydir::ADDRESS_FILE,
+            "public address: give it to senders (`omr address`)",
+        ),
+        (
+            keydir::CLUE_KEY_FILE,
+            "public clue key (inside the address)",
+        ),
         (
             keydir::DETECTION_KEY_FILE,
             "upload it with `omr register --keys DIR`",
@@ -222,6 +233,28 @@ fn describe_state(state: &str, eta_secs: Option<u64>) -> String {
         "unassigned" => "unassigned: no detection worker holds this key (tell the operator)".into(),
         other => other.to_string(),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct AddressArgs {
+    #[command(flatten)]
+    keys: KeysDir,
+}
+
+/// `omr address`: the key directory's address, as one line to copy.
+pub async fn address(a: AddressArgs, json: bool) -> anyhow::Result<()> {
+    let address = KeyDir::new(&a.keys.keys).address()?;
+    let text = address.encode();
+    if json {
+        print_json(&json!({
+            "address": text,
+            "chars": text.len(),
+            "param_set": address.clue_key.params().name,
+        }));
+    } else {
+        println!("{text}");
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use base64::Engine as _;
 use clap::Args;
 use omr_client::keydir::{self, DigestState, KeyDir, Registration};
-use omr_client::{Client, ClientOptions, Progress};
-use omr_core::{Retrieved, SecretKey};
+use omr_client::{Address, Client, ClientOptions, Letter, Progress, Received, Retrieval, SealKey};
+use omr_core::SecretKey;
 use serde_json::json;
 
 use crate::ui::{self, Ui};
@@ -19,9 +19,15 @@ use crate::{print_json, KeysDir, Servers};
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// The recipient's clue key file (their public address).
-    #[arg(long, value_name = "CLUE_KEY_FILE")]
-    to: PathBuf,
+    /// The recipient: their address (the `omr1…` text `omr address` prints), a file holding it
+    /// (`DIR/address`), or a bare clue key file (`DIR/clue.key`: cannot seal, needs
+    /// --plaintext).
+    #[arg(long, value_name = "ADDRESS|FILE")]
+    to: String,
+    /// Post the payload unsealed, readable by anyone who reads the board (the default seals it
+    /// to the recipient).
+    #[arg(long)]
+    plaintext: bool,
     /// The payload: a file, or - for standard input.
     #[arg(
         long,
@@ -40,8 +46,47 @@ pub struct SendArgs {
     servers: Servers,
 }
 
+/// Who `omr send --to` names.
+enum Recipient {
+    Address(Address),
+    /// A clue key alone (from `clue.key`): no seal key.
+    ClueKey(omr_core::ClueKey),
+}
+
+/// `--to`: an address, an address file, or a clue key file.
+fn recipient(to: &str) -> anyhow::Result<Recipient> {
+    if Address::looks_like(to) {
+        return Ok(Recipient::Address(Address::parse(to)?));
+    }
+    let path = Path::new(to);
+    let head = std::fs::File::open(path)
+        .and_then(|f| {
+            let mut head = Vec::new();
+            f.take(4).read_to_end(&mut head).map(|_| head)
+        })
+        .with_context(|| {
+            format!("cannot read --to {to}: it is not an address (omr1…) nor a readable file")
+        })?;
+    if head == omr_client::address::ADDRESS_PREFIX.as_bytes() {
+        Ok(Recipient::Address(keydir::read_address(path)?))
+    } else {
+        Ok(Recipient::ClueKey(keydir::read_clue_key(path)?))
+    }
+}
+
 pub async fn send(a: SendArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
-    let clue_key = keydir::read_clue_key(&a.to)?;
+    let to = recipient(&a.to)?;
+    let (clue_key, seal_to) = match to {
+        Recipient::Address(address) if a.plaintext => (address.clue_key, None),
+        Recipient::Address(address) => (address.clue_key.clone(), Some(address)),
+        Recipient::ClueKey(k) if a.plaintext => (k, None),
+        Recipient::ClueKey(_) => bail!(
+            "--to {}: a clue key alone cannot seal the payload (it has no seal key). Send to \
+             the recipient's address instead (`omr address --keys DIR` prints it; DIR/address \
+             holds it), or pass --plaintext to post the payload readable by anyone",
+            a.to
+        ),
+    };
     let payload = match (&a.payload, &a.message) {
         (_, Some(text)) => text.clone().into_bytes(),
         (Some(p), None) if p.as_os_str() == "-" => {
@@ -56,8 +101,10 @@ pub async fn send(a: SendArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         }
         (None, None) => unreachable!("clap requires --payload or --message"),
     };
-    omr_core::validate_payload(clue_key.params(), &payload)
-        .with_context(|| format!("payload for {}", a.to.display()))?;
+    if seal_to.is_none() {
+        omr_core::validate_payload(clue_key.params(), &payload)
+            .with_context(|| format!("payload for {}", a.to))?;
+    }
     let options = ClientOptions {
         postage_threads: a.postage_threads,
         ..ClientOptions::default()
@@ -76,9 +123,14 @@ pub async fn send(a: SendArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
             })
         })
     };
-    let sent = client
-        .send_stamped(&clue_key, &payload, Some(progress))
-        .await;
+    let sent = match &seal_to {
+        Some(address) => client.send_to(address, &payload, Some(progress)).await,
+        None => {
+            client
+                .send_stamped(&clue_key, &payload, Some(progress))
+                .await
+        }
+    };
     spinner.finish_and_clear();
     let sent = sent?;
     if json {
@@ -94,6 +146,7 @@ pub async fn send(a: SendArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         print_json(&json!({
             "index": sent.index,
             "payload_bytes": payload.len(),
+            "sealed": seal_to.is_some(),
             "postage": postage,
         }));
     } else {
@@ -138,6 +191,7 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let dir = KeyDir::new(&a.keys.keys);
     let reg = dir.require_registration()?;
     let secret = dir.secret_key()?;
+    let seal = seal_key(&dir)?;
     let mut state = dir.digest_state(&reg)?;
     if let Some(from) = a.from {
         state.next_from = from.max(reg.start_index);
@@ -152,14 +206,15 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let got = got?;
     let elapsed = started.elapsed();
-    write_payloads(a.out.as_deref(), &got.messages)?;
+    let letters = open(seal.as_ref(), &got);
+    write_payloads(a.out.as_deref(), &letters)?;
     // Only now that the payloads are safe is the state advanced on disk.
     dir.save_digest_state(&state)?;
     if json {
         let mut v = serde_json::to_value(&got).expect("serializable");
         v["key_id"] = json!(reg.key_id);
         v["elapsed_ms"] = json!(elapsed.as_secs_f64() * 1e3);
-        v["messages"] = got.messages.iter().map(message_json).collect();
+        v["messages"] = letters.iter().map(message_json).collect();
         print_json(&v);
     } else {
         println!(
@@ -175,7 +230,7 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
             got.board_head,
             got.lag,
         );
-        for m in &got.messages {
+        for m in &letters {
             print_message(m);
         }
     }
@@ -185,6 +240,7 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
             dir: &dir,
             reg: &reg,
             secret: &secret,
+            seal: seal.as_ref(),
             out: a.out.as_deref(),
             json,
         };
@@ -203,6 +259,7 @@ struct Following<'a> {
     dir: &'a KeyDir,
     reg: &'a Registration,
     secret: &'a SecretKey,
+    seal: Option<&'a SealKey>,
     out: Option<&'a Path>,
     json: bool,
 }
@@ -238,9 +295,10 @@ impl Following<'_> {
                 .client
                 .retrieve(self.secret, self.reg, &mut state, None)
                 .await?;
-            write_payloads(self.out, &got.messages)?;
+            let letters = open(self.seal, &got);
+            write_payloads(self.out, &letters)?;
             self.dir.save_digest_state(&state)?;
-            for m in &got.messages {
+            for m in &letters {
                 if self.json {
                     let mut v = message_json(m);
                     v["key_id"] = json!(self.reg.key_id);
@@ -255,36 +313,81 @@ impl Following<'_> {
     }
 }
 
-/// With `--out DIR`, write each message's payload to DIR/INDEX.bin.
-fn write_payloads(out: Option<&Path>, messages: &[Retrieved]) -> anyhow::Result<()> {
+/// The key directory's seal key; `None` (with a warning) for a directory made before sealed
+/// payloads, whose sealed messages then cannot be opened.
+fn seal_key(dir: &KeyDir) -> anyhow::Result<Option<SealKey>> {
+    if dir.file(keydir::SEAL_KEY_FILE).exists() {
+        return Ok(Some(dir.seal_key()?));
+    }
+    eprintln!(
+        "warning: {} has no seal.key (made before sealed payloads): sealed messages cannot be opened",
+        dir.path().display()
+    );
+    Ok(None)
+}
+
+/// Open what `got` retrieved with `seal` (without one, sealed payloads stay closed).
+fn open(seal: Option<&SealKey>, got: &Retrieval) -> Vec<Received> {
+    match seal {
+        Some(k) => got.open(k),
+        None => (got.messages.iter())
+            .map(|m| Received {
+                index: m.index,
+                board_bytes: m.payload.len(),
+                letter: match omr_client::seal::is_sealed(&m.payload) {
+                    true => Letter::Unopenable,
+                    false => Letter::Plain(m.payload.clone()),
+                },
+            })
+            .collect(),
+    }
+}
+
+/// With `--out DIR`, write each readable payload (opened, or posted unsealed) to DIR/INDEX.bin.
+fn write_payloads(out: Option<&Path>, letters: &[Received]) -> anyhow::Result<()> {
     let Some(out) = out else {
         return Ok(());
     };
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    for m in messages {
+    for m in letters {
+        let Some(bytes) = m.letter.bytes() else {
+            continue;
+        };
         let path = out.join(format!("{}.bin", m.index));
-        std::fs::write(&path, &m.payload)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }
 
-/// One retrieved message as text: index, size, a preview of the payload.
-fn print_message(m: &Retrieved) {
-    println!(
-        "  #{:<8} {:>5} B  {}",
-        m.index,
-        m.payload.len(),
-        ui::preview(&m.payload)
-    );
+/// One retrieved message as text: index, size, a preview of the payload; a payload posted
+/// unsealed is marked, one that cannot be opened says so instead.
+fn print_message(m: &Received) {
+    match &m.letter {
+        Letter::Opened(b) => println!("  #{:<8} {:>5} B  {}", m.index, b.len(), ui::preview(b)),
+        Letter::Plain(b) => println!(
+            "  #{:<8} {:>5} B  {}  [unsealed: anyone could read it]",
+            m.index,
+            b.len(),
+            ui::preview(b)
+        ),
+        Letter::Unopenable => println!(
+            "  #{:<8} {:>5} B  [sealed, and this key cannot open it: a false positive of detection, or a forgery]",
+            m.index, m.board_bytes
+        ),
+    }
 }
 
-/// One retrieved message as JSON.
-fn message_json(m: &Retrieved) -> serde_json::Value {
+/// One retrieved message as JSON: `sealed` (was it), `opened` (could this key read it), and the
+/// readable payload (`payload_base64`, `text`; null when it cannot be opened).
+fn message_json(m: &Received) -> serde_json::Value {
+    let bytes = m.letter.bytes();
     json!({
         "index": m.index,
-        "bytes": m.payload.len(),
-        "payload_base64": base64::engine::general_purpose::STANDARD.encode(&m.payload),
-        "text": std::str::from_utf8(&m.payload).ok(),
+        "bytes": bytes.map_or(m.board_bytes, <[u8]>::len),
+        "board_bytes": m.board_bytes,
+        "sealed": m.letter.was_sealed(),
+        "opened": matches!(m.letter, Letter::Opened(_)),
+        "payload_base64": bytes.map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
+        "text": bytes.and_then(|b| std::str::from_utf8(b).ok()),
     })
 }

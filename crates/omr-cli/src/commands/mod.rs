@@ -10,6 +10,8 @@ mod postage;
 
 pub use bench::{bench, BenchArgs};
 pub use capacity::{bench_capacity, CapacityArgs};
-pub use keys::{delete, keygen, register, status, KeyArgs, KeygenArgs, RegisterArgs};
+pub use keys::{
+    address, delete, keygen, register, status, AddressArgs, KeyArgs, KeygenArgs, RegisterArgs,
+};
 pub use messages::{digest, send, DigestArgs, SendArgs};
 pub use postage::{bench_postage, PostageBenchArgs};

@@ -97,13 +97,17 @@ pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
         // read back.
         key_disk_bytes: Some(0),
         ..Default::default()
-    };
+    }
+    .without_rate_limits();
     let app = omr_server::Application::build(config)
         .await
         .context("starting the embedded omrd")?;
     let (http, grpc) = (
         format!("http://{}", app.http_addr()),
-        format!("http://{}", app.grpc_addr()),
+        format!(
+            "http://{}",
+            app.grpc_addr().context("the embedded omrd serves gRPC")?
+        ),
     );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(app.run_until_stopped(async move {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use omr_test_support::wait_until_blocking;
 use serde_json::Value;
 
-/// Run `omr` with `args`; never inherits the caller's OMR_* URLs.
+/// Run `omr` with `args`; never inherits the caller's OMR_* URLs or CA.
 pub fn omr(args: &[&str]) -> Output {
     omr_with_stdin(args, None)
 }
@@ -19,6 +19,7 @@ pub fn omr_with_stdin(args: &[&str], stdin: Option<&[u8]>) -> Output {
     cmd.args(args)
         .env_remove("OMR_HTTP_URL")
         .env_remove("OMR_GRPC_URL")
+        .env_remove("OMR_CA_CERT")
         .env_remove("RUST_LOG")
         .stdin(if stdin.is_some() {
             Stdio::piped()

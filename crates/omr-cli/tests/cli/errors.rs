@@ -89,11 +89,35 @@ async fn errors_name_the_file_the_server_and_what_to_do() {
             e.contains("secret.key") && e.contains("not a clue key"),
             "{e}"
         );
-        // A payload over the parameter set's limit is refused before anything is sent.
-        let big = "x".repeat(omr_core::INSECURE_TEST.payload_bytes + 1);
-        let clue = alice.join("clue.key");
-        let e = omr_fails(&["send", "--to", s(&clue), "--message", &big, "--http", &http]);
+        // A payload over the parameter set's limit is refused before anything is sent: sealed,
+        // 50 bytes less fit.
+        let limit = omr_core::INSECURE_TEST.payload_bytes;
+        let (address, clue) = (alice.join("address"), alice.join("clue.key"));
+        let sealed_max = (limit - 50).to_string();
+        let big = "x".repeat(limit - 49);
+        let e = omr_fails(&[
+            "send",
+            "--to",
+            s(&address),
+            "--message",
+            &big,
+            "--http",
+            &http,
+        ]);
+        assert!(
+            e.contains("sealed, at most") && e.contains(&sealed_max),
+            "{e}"
+        );
+        let big = "x".repeat(limit + 1);
+        let plain = ["send", "--to", s(&clue), "--plaintext", "--message", &big];
+        let e = omr_fails(&[&plain[..], &["--http", &http]].concat());
         assert!(e.contains("payload is") && e.contains("at most"), "{e}");
+        // A bare clue key cannot seal: the error says what to send to instead.
+        let e = omr_fails(&["send", "--to", s(&clue), "--message", "x", "--http", &http]);
+        assert!(
+            e.contains("cannot seal") && e.contains("omr address"),
+            "{e}"
+        );
 
         // Unreachable servers (port 1: nothing listens there).
         let e = omr_fails(&[
@@ -112,7 +136,7 @@ async fn errors_name_the_file_the_server_and_what_to_do() {
         let e = omr_fails(&[
             "send",
             "--to",
-            s(&clue),
+            s(&address),
             "--message",
             "x",
             "--http",
@@ -125,7 +149,7 @@ async fn errors_name_the_file_the_server_and_what_to_do() {
         let e = omr_fails(&[
             "send",
             "--to",
-            s(&clue),
+            s(&address),
             "--message",
             "x",
             "--http",

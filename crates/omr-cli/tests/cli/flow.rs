@@ -74,8 +74,8 @@ async fn keygen_register_send_digest_for_two_recipients(db: &TestDb) {
 
         // Senders: text, a file, and standard input; the URLs come from the flag.
         let send = |to: &Path, extra: &[&str], stdin: Option<&[u8]>| -> u64 {
-            let clue = to.join("clue.key");
-            let mut args = vec!["send", "--to", s(&clue), "--http", &http];
+            let address = to.join("address");
+            let mut args = vec!["send", "--to", s(&address), "--http", &http];
             args.extend_from_slice(extra);
             let out = omr_with_stdin(&args, stdin);
             assert!(
@@ -92,19 +92,16 @@ async fn keygen_register_send_digest_for_two_recipients(db: &TestDb) {
         let a1 = send(&alice, &["--message", "hello alice"], None);
         let b1 = send(&bob, &["--message", "hello bob"], None);
         let file = tmp.path().join("payload.txt");
-        std::fs::write(&file, "alice, from a file").unwrap();
+        std::fs::write(&file, "alice: a file").unwrap();
         let a2 = send(&alice, &["--payload", s(&file)], None);
-        let b2 = send(&bob, &["--payload", "-"], Some(b"bob, from stdin"));
+        let b2 = send(&bob, &["--payload", "-"], Some(b"bob: stdin"));
         assert!(a1 < b1 && b1 < a2 && a2 < b2);
 
         // Each recipient gets exactly its own messages. (The servers come from
         // registration.json.)
         for (dir, want) in [
-            (
-                &alice,
-                vec![(a1, "hello alice"), (a2, "alice, from a file")],
-            ),
-            (&bob, vec![(b1, "hello bob"), (b2, "bob, from stdin")]),
+            (&alice, vec![(a1, "hello alice"), (a2, "alice: a file")]),
+            (&bob, vec![(b1, "hello bob"), (b2, "bob: stdin")]),
         ] {
             wait_detected(dir);
             let inbox = dir.join("inbox");

@@ -96,12 +96,12 @@ async fn digest_follow_prints_each_new_message_once_as_it_is_detected(db: &TestD
         let alice = tmp.path().join("alice");
         keygen(&alice, "4");
         register(&alice, &http, &grpc);
-        let clue = alice.join("clue.key");
+        let address = alice.join("address");
         let send = |text: &str| -> u64 {
             let sent = omr_json(&[
                 "send",
                 "--to",
-                s(&clue),
+                s(&address),
                 "--message",
                 text,
                 "--http",
@@ -110,26 +110,22 @@ async fn digest_follow_prints_each_new_message_once_as_it_is_detected(db: &TestD
             ]);
             sent["index"].as_u64().expect("an index")
         };
-        send("before following");
+        send("before");
 
         // Text: what is there (or, if not detected yet, soon after), then each new message.
         let mut follower = Follower::start(&alice, &[]);
-        follower.wait_for_line("\"before following\"");
-        let first = send("first while following");
-        follower.wait_for_line("\"first while following\"");
+        follower.wait_for_line("\"before\"");
+        let first = send("first, live");
+        follower.wait_for_line("\"first, live\"");
         assert_eq!(
             follower.count(&format!("#{first} ")),
             1,
             "{:?}",
             follower.seen
         );
-        send("second while following");
-        follower.wait_for_line("\"second while following\"");
-        for text in [
-            "before following",
-            "first while following",
-            "second while following",
-        ] {
+        send("second, live");
+        follower.wait_for_line("\"second, live\"");
+        for text in ["before", "first, live", "second, live"] {
             assert_eq!(
                 follower.count(&format!("\"{text}\"")),
                 1,

@@ -7,4 +7,6 @@ mod flow;
 mod follow;
 mod invite;
 mod postage;
+mod sealed;
 mod standalone;
+mod tls;

@@ -12,13 +12,13 @@ async fn send_solves_the_postage_the_server_asks_for() {
     let http = server.url("");
     let tmp = tempfile::tempdir().unwrap();
     let alice = tmp.path().join("alice");
-    let clue = alice.join("clue.key");
+    let address = alice.join("address");
     tokio::task::spawn_blocking(move || {
         keygen(&alice, "4");
         let sent = omr_json(&[
             "send",
             "--to",
-            s(&clue),
+            s(&address),
             "--message",
             "paid",
             "--http",
@@ -35,7 +35,7 @@ async fn send_solves_the_postage_the_server_asks_for() {
         let out = omr(&[
             "send",
             "--to",
-            s(&clue),
+            s(&address),
             "--message",
             "paid again",
             "--http",

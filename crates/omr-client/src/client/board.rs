@@ -11,8 +11,10 @@ use omr_api::ErrorCode;
 use omr_core::{ClueKey, Message, MAX_POSTAGE_BITS};
 
 use super::{Client, Progress, ServerParams};
+use crate::address::Address;
 use crate::error::{Error, Result};
 use crate::postage::{solve, SolveError, Stamp};
+use crate::seal::SEAL_OVERHEAD;
 
 /// How often a postage search reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
@@ -51,10 +53,36 @@ impl Client {
         }
     }
 
-    /// Make a clue for the recipient whose public clue key is `to`, and post it with `payload`,
+    /// Make a clue for the recipient whose public clue key is `to`, and post it with `payload`
+    /// as it is — readable by anyone on the board: [`Client::send_to`] seals it first —,
     /// stamped when the server asks for postage. Returns the message's board index.
     pub async fn send(&self, to: &ClueKey, payload: &[u8]) -> Result<u64> {
         Ok(self.send_stamped(to, payload, None).await?.index)
+    }
+
+    /// Seal `plaintext` to the recipient at `to` (its seal public key, [`crate::seal`]) and post
+    /// it with a clue made from its clue key, stamped when the server asks for postage (see
+    /// [`Client::send_stamped`]). The board shows only the sealed bytes, 50 more than
+    /// `plaintext`, which must leave room for them in the parameter set's payload.
+    pub async fn send_to(
+        &self,
+        to: &Address,
+        plaintext: &[u8],
+        progress: Option<Progress>,
+    ) -> Result<Sent> {
+        let max = to
+            .clue_key
+            .params()
+            .payload_bytes
+            .saturating_sub(SEAL_OVERHEAD);
+        if plaintext.len() > max {
+            return Err(Error::SealedPayloadTooLarge {
+                bytes: plaintext.len(),
+                max,
+            });
+        }
+        let sealed = to.seal.seal(plaintext);
+        self.send_stamped(&to.clue_key, &sealed, progress).await
     }
 
     /// [`Client::send`], also returning the stamp and its cost; while a stamp is searched for,
@@ -134,8 +162,9 @@ impl Client {
     }
 
     /// Post one message as it is (stamp it first with [`Client::stamp`] when the server asks for
-    /// postage); returns its board index. Retried only when no connection could be made
-    /// (a request that reached the server is never sent twice: it would post twice).
+    /// postage); returns its board index. Retried only when no connection could be made or the
+    /// server refused it for now (a rate limit, a full server: nothing was stored, and it says
+    /// when to retry); a request the server may have acted on is never sent twice.
     pub async fn post(&self, message: &Message) -> Result<u64> {
         let body = message.to_bytes();
         let posted: Posted = self

@@ -1,14 +1,11 @@
 //! Downloading a key's digest (`GET /v1/digests/{key_id}`) and checking what the headers say.
 
-use futures::StreamExt as _;
 use omr_api::headers;
 
 use super::{Client, Progress};
 use crate::error::{Api, Result};
 use crate::keydir::Registration;
 
-/// Most bytes preallocated for a response body on the strength of its `Content-Length`.
-const MAX_PREALLOC: u64 = 4 << 20;
 /// A downloaded digest and the range it covers (`GET /v1/digests/{key_id}`).
 #[derive(Debug, Clone)]
 pub struct FetchedDigest {
@@ -35,6 +32,9 @@ impl Client {
         to: Option<u64>,
         progress: Option<Progress>,
     ) -> Result<FetchedDigest> {
+        // A digest of the key's parameter set and k̄ has one size: never read more.
+        let params = omr_core::ParamSet::by_name(&reg.param_set)?;
+        let max_bytes = omr_core::Digest::encoded_len(params, reg.kbar) as u64;
         let mut query = Vec::new();
         if let Some(f) = from {
             query.push(("from", f));
@@ -71,17 +71,8 @@ impl Client {
             let (board_head, lag) = (required(headers::BOARD_HEAD)?, required(headers::LAG)?);
             let epoch_length = required(headers::EPOCH_LENGTH)?;
             let next_from = header(headers::NEXT_FROM)?;
-            let total = r.content_length().unwrap_or(0);
-            // Content-Length is the server's word: preallocate at most a few MiB on it.
-            let mut body = Vec::with_capacity(total.min(MAX_PREALLOC) as usize);
-            let mut stream = r.bytes_stream();
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| self.http_error(e))?;
-                body.extend_from_slice(&chunk);
-                if let Some(p) = &progress {
-                    p(body.len() as u64, total.max(body.len() as u64));
-                }
-            }
+            // Content-Length is the server's word: allocate and read at most the digest's size.
+            let body = self.read_capped(r, max_bytes, progress.as_ref()).await?;
             let digest = omr_core::Digest::from_bytes(&body)?;
             if (digest.start(), digest.end()) != (range_start, range_end) {
                 return Err(self.protocol(

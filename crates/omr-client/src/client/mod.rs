@@ -30,6 +30,9 @@ pub type Progress = Arc<dyn Fn(u64, u64) + Send + Sync>;
 /// The server's parameter set and limits (`GET /v1/params`).
 pub type ServerParams = omr_api::http::Params;
 
+/// The longest `Retry-After` the client waits for before a retry.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
 /// Timeouts and retry policy.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -45,6 +48,9 @@ pub struct ClientOptions {
     pub backoff: Duration,
     /// Threads that search for a postage stamp (0: every core, rayon's global pool).
     pub postage_threads: usize,
+    /// For `https://` URLs: the CA certificates (PEM) to trust instead of the system's, e.g. a
+    /// self-signed server certificate. `None`: the system's trusted roots.
+    pub ca_cert: Option<Vec<u8>>,
 }
 
 impl Default for ClientOptions {
@@ -56,6 +62,7 @@ impl Default for ClientOptions {
             retries: 3,
             backoff: Duration::from_millis(200),
             postage_threads: 0,
+            ca_cert: None,
         }
     }
 }
@@ -84,16 +91,21 @@ impl Client {
     pub fn with_options(http_url: &str, grpc_url: &str, options: ClientOptions) -> Result<Client> {
         let http_url = normalize(Api::Http, http_url)?;
         let grpc_url = normalize(Api::Grpc, grpc_url)?;
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(options.connect_timeout)
             .timeout(options.request_timeout)
-            .user_agent(concat!("omr/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| Error::BadUrl {
-                api: Api::Http,
-                url: http_url.clone(),
-                message: e.to_string(),
-            })?;
+            .user_agent(concat!("omr/", env!("CARGO_PKG_VERSION")));
+        if let Some(pem) = &options.ca_cert {
+            builder = builder.tls_built_in_root_certs(false);
+            for cert in ca_certificates(pem)? {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let http = builder.build().map_err(|e| Error::BadUrl {
+            api: Api::Http,
+            url: http_url.clone(),
+            message: e.to_string(),
+        })?;
         Ok(Client {
             http_url,
             grpc_url,
@@ -131,8 +143,10 @@ impl Client {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        self.retry_when(call, |e| matches!(e, Error::Unreachable { .. }))
-            .await
+        self.retry_when(call, |e| {
+            matches!(e, Error::Unreachable { .. } | Error::Busy { .. })
+        })
+        .await
     }
 
     pub(super) async fn retry_when<T, F, Fut>(
@@ -149,8 +163,15 @@ impl Client {
         loop {
             match call().await {
                 Err(e) if attempt < self.options.retries && retry(&e) => {
-                    tracing::debug!(error = %e, attempt, "retrying after {delay:?}");
-                    tokio::time::sleep(delay).await;
+                    // A server that says when to come back is heard (up to a minute).
+                    let wait = match &e {
+                        Error::Busy { retry_after, .. } => {
+                            delay.max(*retry_after.min(&MAX_RETRY_AFTER))
+                        }
+                        _ => delay,
+                    };
+                    tracing::debug!(error = %e, attempt, "retrying after {wait:?}");
+                    tokio::time::sleep(wait).await;
                     delay = delay.saturating_mul(2);
                     attempt += 1;
                 }
@@ -158,6 +179,19 @@ impl Client {
             }
         }
     }
+}
+
+/// The certificates in `pem` (one or more), or why there are none.
+fn ca_certificates(pem: &[u8]) -> Result<Vec<reqwest::Certificate>> {
+    let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| Error::BadCaCert {
+        message: format!("not PEM certificates: {e}"),
+    })?;
+    if certs.is_empty() {
+        return Err(Error::BadCaCert {
+            message: "no PEM certificate (-----BEGIN CERTIFICATE-----) in it".into(),
+        });
+    }
+    Ok(certs)
 }
 
 /// Check a base URL and drop a trailing slash.

@@ -4,23 +4,44 @@
 use omr_api::http::ErrorBody;
 use omr_api::ErrorCode;
 use omr_proto::v1::detector_client::DetectorClient;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
-use super::Client;
+use futures::StreamExt as _;
+
+use super::{Client, Progress};
 use crate::error::{Api, Error, Result};
 use crate::keydir::Registration;
+
+/// The largest JSON answer read (a board page of 1,000 omr-v1 messages is ≈ 3 MB).
+const MAX_JSON_BYTES: u64 = 16 << 20;
+/// The largest error body read.
+const MAX_ERROR_BYTES: u64 = 64 << 10;
 
 impl Client {
     pub(super) async fn grpc(&self) -> Result<DetectorClient<Channel>> {
         let channel = self
             .grpc
             .get_or_try_init(|| async {
-                Endpoint::from_shared(self.grpc_url.clone())
-                    .map_err(|e| Error::BadUrl {
+                let mut endpoint =
+                    Endpoint::from_shared(self.grpc_url.clone()).map_err(|e| Error::BadUrl {
                         api: Api::Grpc,
                         url: self.grpc_url.clone(),
                         message: e.to_string(),
-                    })?
+                    })?;
+                if self.grpc_url.starts_with("https://") {
+                    let tls = match &self.options.ca_cert {
+                        Some(pem) => {
+                            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem))
+                        }
+                        None => ClientTlsConfig::new().with_native_roots(),
+                    };
+                    endpoint = endpoint.tls_config(tls).map_err(|e| Error::BadUrl {
+                        api: Api::Grpc,
+                        url: self.grpc_url.clone(),
+                        message: root_cause(&e),
+                    })?;
+                }
+                endpoint
                     .connect_timeout(self.options.connect_timeout)
                     .timeout(
                         self.options
@@ -29,11 +50,7 @@ impl Client {
                     )
                     .connect()
                     .await
-                    .map_err(|e| Error::Unreachable {
-                        api: Api::Grpc,
-                        url: self.grpc_url.clone(),
-                        reason: root_cause(&e),
-                    })
+                    .map_err(|e| unreachable(Api::Grpc, &self.grpc_url, root_cause(&e)))
             })
             .await?
             .clone();
@@ -67,6 +84,19 @@ impl Client {
         use tonic::Code;
         let (api, url) = (Api::Grpc, self.grpc_url.clone());
         let message = s.message().to_string();
+        let meta = |key: &str| s.metadata().get(key).and_then(|v| v.to_str().ok());
+        if let Some(code @ ("rate_limited" | "overloaded")) = meta("omr-error-code") {
+            let secs = meta("retry-after")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1);
+            return Error::Busy {
+                api,
+                url,
+                code: code.to_string(),
+                message,
+                retry_after: std::time::Duration::from_secs(secs),
+            };
+        }
         match s.code() {
             Code::Unauthenticated => Error::Unauthenticated { api, url, message },
             Code::PermissionDenied => Error::Forbidden {
@@ -85,11 +115,7 @@ impl Client {
                 url,
                 secs: self.options.request_timeout.as_secs(),
             },
-            Code::Unavailable if message.contains("connect") => Error::Unreachable {
-                api,
-                url,
-                reason: message,
-            },
+            Code::Unavailable if message.contains("connect") => unreachable(api, &url, message),
             Code::InvalidArgument
             | Code::FailedPrecondition
             | Code::OutOfRange
@@ -125,11 +151,7 @@ impl Client {
                 secs: self.options.request_timeout.as_secs(),
             }
         } else if e.is_connect() {
-            Error::Unreachable {
-                api: Api::Http,
-                url,
-                reason: root_cause(&e),
-            }
+            unreachable(Api::Http, &url, root_cause(&e))
         } else {
             self.protocol(Api::Http, source_chain(&e))
         }
@@ -156,7 +178,13 @@ impl Client {
         if status.is_success() {
             return Ok(r);
         }
-        let text = r.text().await.unwrap_or_default();
+        let retry_after = (r.headers().get(reqwest::header::RETRY_AFTER))
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+            .map(std::time::Duration::from_secs);
+        let text = match self.read_capped(r, MAX_ERROR_BYTES, None).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => String::new(),
+        };
         let body: ErrorBody = serde_json::from_str(&text).unwrap_or_else(|_| ErrorBody {
             code: status.as_u16().to_string(),
             message: text.chars().take(200).collect(),
@@ -174,6 +202,20 @@ impl Client {
                 key_id: key_id.to_string(),
                 message: body.message,
             },
+            429 | 503
+                if matches!(
+                    body.error_code(),
+                    Some(ErrorCode::RateLimited | ErrorCode::Overloaded)
+                ) =>
+            {
+                Error::Busy {
+                    api,
+                    url,
+                    code: body.code,
+                    message: body.message,
+                    retry_after: retry_after.unwrap_or(std::time::Duration::from_secs(1)),
+                }
+            }
             404 if body.error_code() == Some(ErrorCode::UnknownKey) => Error::UnknownKey {
                 api,
                 url,
@@ -199,11 +241,79 @@ impl Client {
         r: reqwest::Response,
     ) -> Result<T> {
         let r = self.http_check(r, "").await?;
-        r.json().await.map_err(|e| self.http_error(e))
+        self.json_body(r).await
+    }
+
+    /// A successful response's JSON body, read up to [`MAX_JSON_BYTES`].
+    pub(super) async fn json_body<T: serde::de::DeserializeOwned>(
+        &self,
+        r: reqwest::Response,
+    ) -> Result<T> {
+        let bytes = self.read_capped(r, MAX_JSON_BYTES, None).await?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            self.protocol(
+                Api::Http,
+                format!("the answer is not the JSON expected: {e}"),
+            )
+        })
+    }
+
+    /// A response body of at most `max` bytes, whatever its `Content-Length` says: a larger
+    /// declared length is refused before anything is read, and a body that runs past `max` is
+    /// cut off with an error, so a server cannot make the client allocate more than `max`.
+    /// `progress` sees `(bytes read, bytes expected)`.
+    pub(super) async fn read_capped(
+        &self,
+        r: reqwest::Response,
+        max: u64,
+        progress: Option<&Progress>,
+    ) -> Result<Vec<u8>> {
+        let too_large = |what: String| {
+            self.protocol(
+                Api::Http,
+                format!("{what}, more than the {max} bytes this answer can be: refusing it"),
+            )
+        };
+        let declared = r.content_length();
+        if let Some(n) = declared.filter(|&n| n > max) {
+            return Err(too_large(format!(
+                "the server declares a body of {n} bytes"
+            )));
+        }
+        let mut body = Vec::with_capacity(declared.unwrap_or(0).min(max) as usize);
+        let mut stream = r.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| self.http_error(e))?;
+            if (body.len() + chunk.len()) as u64 > max {
+                return Err(too_large("the server sent a longer body".to_string()));
+            }
+            body.extend_from_slice(&chunk);
+            if let Some(p) = progress {
+                let done = body.len() as u64;
+                p(done, declared.unwrap_or(done).max(done));
+            }
+        }
+        Ok(body)
     }
 }
 
 /// Why a connection failed: the innermost cause, e.g. "Connection refused (os error 111)".
+/// A failed connection: [`Error::Tls`] when the cause is the TLS handshake (its certificate,
+/// most often), else [`Error::Unreachable`].
+fn unreachable(api: Api, url: &str, reason: String) -> Error {
+    let lower = reason.to_ascii_lowercase();
+    let tls = url.starts_with("https://")
+        && ["certificate", "tls", "handshake", "alert"]
+            .iter()
+            .any(|w| lower.contains(w));
+    let url = url.to_string();
+    if tls {
+        Error::Tls { api, url, reason }
+    } else {
+        Error::Unreachable { api, url, reason }
+    }
+}
+
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cur = e;
     while let Some(s) = cur.source() {

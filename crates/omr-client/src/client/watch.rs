@@ -35,7 +35,7 @@ impl Client {
                 .bearer_auth(&reg.access_token);
             let r = self.http_send(req).await?;
             let r = self.http_check(r, &reg.key_id).await?;
-            r.json().await.map_err(|e| self.http_error(e))
+            self.json_body(r).await
         })
         .await
     }

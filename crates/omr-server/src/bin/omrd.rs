@@ -23,10 +23,14 @@ use omr_server::{Application, Config, LogFormat, Registration};
 /// invite code: mint codes with `omrd invite create` (same configuration as the running
 /// server) or the admin API (POST /v1/admin/invites, with admin_token or admin_token_file).
 ///
+/// With tls_cert and tls_key (--tls-cert, --tls-key), both listeners speak TLS only; omrd reads
+/// the files again on SIGHUP and when they change (certificate renewal without a restart).
+///
 /// Examples:
 ///   omrd                                   # embedded SQLite under ./omr-data, 127.0.0.1:8080 / :50051
 ///   omrd --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 --data-dir /tmp/omr
 ///   OMR_DATABASE_URL=postgres://postgres@127.0.0.1/omr omrd --log-format json
+///   omrd --http-addr 0.0.0.0:8443 --grpc-addr 0.0.0.0:50051 --tls-cert cert.pem --tls-key key.pem
 ///   omrd --config /etc/omr/omrd.toml invite create --uses 5 --expires 7d
 #[derive(Debug, Parser)]
 #[command(name = "omrd", version, verbatim_doc_comment)]
@@ -57,6 +61,12 @@ struct Args {
     /// Log format on stderr.
     #[arg(long, value_enum)]
     log_format: Option<LogFormat>,
+    /// PEM certificate chain: with --tls-key, serve HTTPS and gRPC over TLS only.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,6 +125,12 @@ fn config(args: &Args) -> Result<Config, Box<figment::Error>> {
     }
     if let Some(v) = args.log_format {
         c.log_format = v;
+    }
+    if let Some(v) = &args.tls_cert {
+        c.tls_cert = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_key {
+        c.tls_key = Some(v.clone());
     }
     Ok(c)
 }

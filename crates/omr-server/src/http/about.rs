@@ -88,5 +88,6 @@ pub(super) async fn get_params(
         max_batch_messages: state.config.max_batch_messages,
         board_head: head,
         postage_bits: state.config.postage_bits,
+        invite_required: state.config.registration == crate::config::Registration::Invite,
     }))
 }

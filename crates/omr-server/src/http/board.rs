@@ -1,10 +1,11 @@
 //! The public board: `POST /v1/messages`, `POST /v1/messages/batch` (answered only after the
 //! group commit) and `GET /v1/messages`, with the acceptance and rejection metrics.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -17,6 +18,7 @@ use omr_api::ErrorCode;
 use omr_store::{NewMessage, StoredMessage};
 
 use super::body::{self, body_kind, read_body, SINGLE_BODY_LIMIT};
+use crate::admission::Limit;
 use crate::error::ServiceError;
 use crate::ingest::IngestError;
 use crate::state::AppState;
@@ -34,10 +36,12 @@ const MAX_READ: u32 = 1000;
         (status = 402, body = ErrorBody, description = "Postage is on (`postage_bits` > 0) and the message has no stamp (`postage_required`) or one that falls short (`postage_invalid`): nothing stored"),
         (status = 413, body = ErrorBody, description = "Body or payload too large"),
         (status = 415, body = ErrorBody, description = "Unsupported Content-Type"),
+        (status = 429, body = ErrorBody, description = "This client's rate limit: nothing stored; retry after Retry-After seconds"),
     )
 )]
 pub(super) async fn post_message(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -45,6 +49,11 @@ pub(super) async fn post_message(
         let kind = body_kind(&headers)?;
         let bytes = read_body(&headers, body, SINGLE_BODY_LIMIT).await?;
         let message = body::message(body::Rules::of(&state), kind, &bytes)?;
+        // Checked once the message is known good, so that a refused one takes no token.
+        let client = state.admission.http_client(peer, &headers);
+        state
+            .admission
+            .check(Limit::Messages, "/v1/messages", client, 1)?;
         commit(&state, vec![message], "single").await
     }
     .await;
@@ -64,12 +73,14 @@ pub(super) async fn post_message(
         (status = 201, body = BatchPosted, description = "All committed, in request order"),
         (status = 400, body = ErrorBody, description = "A message is malformed: nothing stored"),
         (status = 402, body = ErrorBody, description = "A message has no stamp or a short one while postage is on: nothing stored"),
-        (status = 413, body = ErrorBody, description = "Too many messages or too large"),
+        (status = 413, body = ErrorBody, description = "Too many messages (max_batch_messages, or more than this client's rate_limit_burst) or too large"),
         (status = 415, body = ErrorBody, description = "Unsupported Content-Type"),
+        (status = 429, body = ErrorBody, description = "This client's rate limit (a batch costs its message count): nothing stored; retry after Retry-After seconds"),
     )
 )]
 pub(super) async fn post_batch(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -84,6 +95,12 @@ pub(super) async fn post_batch(
                 "the batch holds no messages",
             ));
         }
+        // A batch costs its message count, checked once it is known (decoded, not stored).
+        let client = state.admission.http_client(peer, &headers);
+        let cost = u32::try_from(messages.len()).unwrap_or(u32::MAX);
+        state
+            .admission
+            .check(Limit::Messages, "/v1/messages/batch", client, cost)?;
         let count = messages.len() as u64;
         let first = commit(&state, messages, "batch").await?;
         Ok((first, count))
@@ -102,12 +119,22 @@ pub(super) async fn post_batch(
 /// Read the public board.
 #[utoipa::path(
     get, path = "/v1/messages", params(ReadQuery),
-    responses((status = 200, body = BoardPage), (status = 400, body = ErrorBody))
+    responses(
+        (status = 200, body = BoardPage),
+        (status = 400, body = ErrorBody),
+        (status = 429, body = ErrorBody, description = "This client's read rate limit; retry after Retry-After seconds"),
+    )
 )]
 pub(super) async fn get_messages(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     query: Result<Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<BoardPage>, ServiceError> {
+    let client = state.admission.http_client(peer, &headers);
+    state
+        .admission
+        .check(Limit::BoardReads, "/v1/messages", client, 1)?;
     let Query(q) =
         query.map_err(|e| ServiceError::new(ErrorCode::MalformedQuery, e.body_text()))?;
     let from = q.from.unwrap_or(0);

@@ -2,16 +2,20 @@
 //! and the routes on a key (digests: `crate::digests`; status and long-poll: `crate::status`).
 //! This module builds the router and records latency; `board` posts and reads messages, `body`
 //! reads and validates request bodies, `probes` answers readiness and metrics, `about` serves
-//! the parameters and the OpenAPI document, `admin` mints invite codes (admin token).
+//! the parameters and the OpenAPI document, `admin` mints invite codes (admin token),
+//! `overload` sheds load and times requests out on the API routes, and `serve` runs the router
+//! on a listener (connection bound, header timeout).
 
 mod about;
 mod admin;
 mod board;
 pub mod body;
+mod overload;
 mod probes;
+pub mod serve;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
@@ -31,7 +35,10 @@ pub fn router(state: Arc<AppState>) -> Router {
             .layer(middleware::from_fn_with_state(state.clone(), observe))
             .with_state(state);
     }
-    probes
+    let overload =
+        overload::Overload::new(state.config.max_concurrent_requests, state.metrics.clone());
+    let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
+    let api = Router::new()
         .route(
             "/v1/messages",
             post(board::post_message).get(board::get_messages),
@@ -39,12 +46,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/messages/batch", post(board::post_batch))
         .route("/v1/params", get(about::get_params))
         .route("/v1/digests/{key_id}", get(crate::digests::get_digest))
-        .route(
-            "/v1/keys/{key_id}/status",
-            get(crate::status::get_key_status),
-        )
         .route("/v1/admin/invites", post(admin::create_invite))
-        .route("/openapi.json", get(about::openapi))
+        .route("/openapi.json", get(about::openapi));
+    // A long-poll waits up to MAX_WAIT_SECS for detection before its answer.
+    let long_poll = Router::new().route(
+        "/v1/keys/{key_id}/status",
+        get(crate::status::get_key_status),
+    );
+    let long_poll_timeout = timeout + Duration::from_secs(omr_api::http::MAX_WAIT_SECS);
+    probes
+        .merge(overload.guard(api, timeout))
+        .merge(overload.guard(long_poll, long_poll_timeout))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }

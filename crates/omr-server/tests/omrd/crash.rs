@@ -36,7 +36,7 @@ pub(crate) fn start(dir: &Path, db: &TestDb, env: &[(&str, &str)]) -> Omrd {
 }
 
 /// Where omrd keeps its files on `db`: SQLite's data directory, or a new temporary one.
-fn data_dir(db: &TestDb) -> (std::path::PathBuf, Option<tempfile::TempDir>) {
+pub(crate) fn data_dir(db: &TestDb) -> (std::path::PathBuf, Option<tempfile::TempDir>) {
     match db.data_dir() {
         Some(dir) => (dir.to_path_buf(), None),
         None => {

@@ -2,8 +2,10 @@
 //! module), so that the heavy dependencies are linked once rather than once per file.
 
 mod binary;
+mod connections;
 mod crash;
 mod fleet;
 mod invites;
 mod key_files;
 mod telemetry;
+mod tls;

@@ -24,6 +24,8 @@ pub struct Fixture {
     pub clues: Vec<Vec<u8>>,
     /// Message encodings with empty, short and largest payloads.
     pub messages: Vec<Vec<u8>>,
+    /// The same messages with a postage stamp of [`STAMP_BITS`] (encoding version 2).
+    pub stamped: Vec<Vec<u8>>,
     pub accumulators: Vec<Vec<u8>>,
     pub digests: Vec<Vec<u8>>,
     /// The expanded detection key's file (insecure set only: omr-v1's is 362 MB).
@@ -36,6 +38,20 @@ impl std::fmt::Debug for Fixture {
             .field("params", &self.params.name)
             .finish_non_exhaustive()
     }
+}
+
+/// The postage the stamped fixtures carry: 256 hashes on average to find.
+pub const STAMP_BITS: u32 = 8;
+
+/// `m` with a stamp of [`STAMP_BITS`], encoded.
+fn stamp(m: &Message) -> Vec<u8> {
+    let postage = omr_core::postage::Postage::new(m.params(), &m.clue.to_bytes(), &m.payload);
+    let nonce = postage.search(STAMP_BITS, 0..u64::MAX).expect("a stamp");
+    let stamped = Message {
+        nonce: Some(nonce),
+        ..m.clone()
+    };
+    stamped.to_bytes()
 }
 
 /// Payloads of the fixture's messages: empty, short, the set's largest.
@@ -80,6 +96,7 @@ fn encodings(params: &'static ParamSet, keys: KeySet, expanded: Option<&Detectio
         digest_key: digest_key.to_bytes(),
         clues: clues.iter().map(Clue::to_bytes).collect(),
         messages: messages.iter().map(Message::to_bytes).collect(),
+        stamped: messages.iter().map(stamp).collect(),
         accumulators: accs.iter().map(Accumulator::to_bytes).collect(),
         digests,
         expanded: expanded.map(|dk| {

@@ -29,9 +29,19 @@ pub fn clue() -> Decoder {
         .cases(1000)
 }
 
+/// Where a message encoding declares its payload length: after the header (6 bytes), and the
+/// nonce in version 2.
+pub fn payload_length(b: &[u8]) -> Vec<Field> {
+    match b.get(4) {
+        Some(2) => vec![(14, 2)],
+        _ => vec![(6, 2)],
+    }
+}
+
 pub fn message() -> Decoder {
-    Decoder::new("message", both(|f| f.messages.clone()), Message::from_bytes)
-        .fields(|_| vec![(6, 2)])
+    let valid = both(|f| [f.messages.clone(), f.stamped.clone()].concat());
+    Decoder::new("message (versions 1 and 2)", valid, Message::from_bytes)
+        .fields(payload_length)
         .alloc(6.5, SLACK)
         .cases(1000)
 }

@@ -151,6 +151,7 @@ pub fn params_body() -> Decoder {
             max_range: p.max_range,
             max_key_bytes: 128 << 20,
             postage_bits: 20,
+            invite_required: true,
             max_batch_messages: 1000,
             board_head: 12345,
         }],
@@ -227,3 +228,42 @@ fn a_gigabyte_key_file_is_refused_without_reading_it() {
 }
 
 type ReadKey = fn(&KeyDir) -> omr_client::Result<()>;
+
+/// A recipient's address as `omr send --to` reads it (UTF-8 text, then `Address::parse`): a
+/// damaged copy must be refused by its checksum, not send to nobody.
+pub fn address() -> Decoder {
+    let valid = both(|f| {
+        let address = omr_client::Address {
+            clue_key: omr_core::ClueKey::from_bytes(&f.clue_key).expect("a fixture clue key"),
+            seal: omr_client::SealKey::generate().public().clone(),
+        };
+        vec![address.encode().into_bytes()]
+    });
+    Decoder::new("address (omr1…)", valid, |b| {
+        let text = std::str::from_utf8(b).map_err(|e| e.to_string())?;
+        omr_client::Address::parse(text).map_err(|e| e.to_string())
+    })
+    .alloc(2.0, SLACK)
+    .cases(500)
+}
+
+/// A sealed payload as a recipient opens it: anything but the sealed bytes unchanged is
+/// refused (it reads as a payload that cannot be opened).
+pub fn sealed_payload() -> Decoder {
+    let key = omr_client::SealKey::generate();
+    let valid = [&b""[..], b"lunch at noon?", &[0xA5; 562]]
+        .iter()
+        .map(|p| key.public().seal(p))
+        .collect();
+    Decoder::new("sealed payload (HPKE)", valid, move |b| {
+        if !omr_client::seal::is_sealed(b) {
+            return Err("not a sealed payload".to_string());
+        }
+        match key.open(b) {
+            omr_client::Letter::Opened(p) => Ok(p),
+            other => Err(format!("cannot be opened: {other:?}")),
+        }
+    })
+    .alloc(1.5, SLACK)
+    .cases(1000)
+}

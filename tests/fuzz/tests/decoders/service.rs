@@ -21,9 +21,10 @@ const RULES: Rules = Rules {
 };
 use prost::Message as _;
 
-use crate::fixtures::insecure;
+use crate::fixtures::{insecure, STAMP_BITS};
 use crate::harness::{Decoder, Field, SLACK};
 use crate::scheme::largest_expanded_container;
+use crate::scheme::payload_length;
 
 /// omrd's default `max_batch_messages`.
 const MAX_BATCH: usize = 1000;
@@ -73,6 +74,38 @@ pub fn message_binary() -> Decoder {
     .fields(|_| vec![(6, 2)])
     .alloc(6.5, SLACK)
     .cases(1000)
+}
+
+/// A stamped message (version 2) on a server with postage on: a bit flip anywhere in the
+/// clue, payload or nonce spoils the stamp (`402`), a valid stamp is accepted.
+pub fn message_binary_stamped() -> Decoder {
+    let rules = Rules {
+        params: &INSECURE_TEST,
+        postage_bits: STAMP_BITS,
+    };
+    let valid = insecure().stamped.clone();
+    Decoder::new("POST /v1/messages (binary, stamped)", valid, move |b| {
+        body::message(rules, BodyKind::Binary, b).map_err(refusal)
+    })
+    .fields(payload_length)
+    .alloc(6.5, SLACK)
+    .cases(1000)
+}
+
+/// An invite code as a registration header carries it (a protobuf string: UTF-8), checked for
+/// its shape as both the CLI and omrd do before looking it up.
+pub fn invite_code() -> Decoder {
+    let valid = vec![
+        b"0123456789abcdef0123456789abcdef".to_vec(),
+        b"0123456789ABCDEF0123456789ABCDEF".to_vec(),
+    ];
+    Decoder::new("invite code", valid, |b| {
+        let text = std::str::from_utf8(b).map_err(|e| e.to_string())?;
+        omr_api::invite::normalize_invite_code(text).map_err(|e| e.to_string())
+    })
+    .crafted(vec![vec![b'a'; 1 << 20], "é".repeat(32).into_bytes()])
+    .alloc(1.0, SLACK)
+    .cases(2000)
 }
 
 pub fn message_json() -> Decoder {

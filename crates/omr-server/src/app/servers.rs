@@ -1,0 +1,124 @@
+//! The two servers of an [`Application`](super::Application): the HTTP API (hyper, through
+//! `http::serve`) and the gRPC services (tonic: the registry, health, reflection), each on its
+//! listener with the connection bound and TLS when configured, and the wait for both to finish
+//! at shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use omr_proto::v1::detector_server::DetectorServer;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::connections::{grpc_incoming, ConnectionLimit};
+use crate::grpc::DetectorService;
+use crate::grpc_deadline::DeadlineLayer;
+use crate::state::AppState;
+use crate::tls::Tls;
+
+/// gRPC messages may be up to this large (key chunks are ≤ 4 MiB).
+const GRPC_MAX_MESSAGE: usize = 5 * 1024 * 1024;
+
+pub(super) type ServerTask<E> = tokio::task::JoinHandle<Result<(), E>>;
+
+/// The HTTP API on `listener` until `cancel` fires.
+pub(super) fn serve_http(
+    state: &Arc<AppState>,
+    listener: TcpListener,
+    connections: ConnectionLimit,
+    tls: Option<Tls>,
+    cancel: &CancellationToken,
+) -> ServerTask<std::io::Error> {
+    let router = crate::http::router(state.clone());
+    let header_timeout = Duration::from_secs(state.config.header_read_timeout_secs.max(1));
+    tokio::spawn(crate::http::serve::serve(
+        listener,
+        router,
+        crate::http::serve::Options {
+            limit: connections,
+            header_timeout,
+            tls: tls.map(|t| t.http),
+            metrics: state.metrics.clone(),
+        },
+        cancel.clone(),
+    ))
+}
+
+/// The gRPC registry, health and reflection services on `listener` until `cancel` fires (a
+/// `role = "worker"` process has no listener and serves none of them); returns the health
+/// reporter.
+pub(super) async fn serve_grpc(
+    state: &Arc<AppState>,
+    listener: Option<TcpListener>,
+    connections: ConnectionLimit,
+    tls: Option<Tls>,
+    cancel: &CancellationToken,
+) -> anyhow::Result<(
+    ServerTask<tonic::transport::Error>,
+    tonic_health::server::HealthReporter,
+)> {
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<DetectorServer<DetectorService>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(omr_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let detector = DetectorServer::new(DetectorService::new(state.clone()))
+        .max_decoding_message_size(GRPC_MAX_MESSAGE);
+    let c = cancel.clone();
+    let config = &state.config;
+    let secs = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+    let server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(secs(config.grpc_keepalive_interval_secs))
+        .http2_keepalive_timeout(secs(config.grpc_keepalive_timeout_secs))
+        .max_concurrent_streams(config.grpc_max_concurrent_streams.max(1))
+        .concurrency_limit_per_connection(config.grpc_concurrency_per_connection.max(1))
+        .layer(DeadlineLayer::new(Duration::from_secs(
+            config.grpc_request_timeout_secs.max(1),
+        )));
+    let handshake_timeout = Duration::from_secs(config.header_read_timeout_secs.max(1));
+    let metrics = state.metrics.clone();
+    let task = tokio::spawn(async move {
+        let Some(listener) = listener else {
+            c.cancelled().await;
+            return Ok(());
+        };
+        let mut server = server;
+        server
+            .add_service(health_service)
+            .add_service(reflection)
+            .add_service(detector)
+            .serve_with_incoming_shutdown(
+                grpc_incoming(
+                    listener,
+                    connections,
+                    tls.map(|t| (t.grpc, handshake_timeout)),
+                    metrics,
+                ),
+                async move { c.cancelled().await },
+            )
+            .await
+    });
+    Ok((task, health_reporter))
+}
+
+/// Wait (at most `deadline`) for both servers to finish their in-flight requests.
+pub(super) async fn join_servers(
+    http: ServerTask<std::io::Error>,
+    grpc: ServerTask<tonic::transport::Error>,
+    deadline: Duration,
+) {
+    match tokio::time::timeout(deadline, async { (http.await, grpc.await) }).await {
+        Ok((h, g)) => {
+            if let Ok(Err(e)) = h {
+                tracing::warn!(error = %e, "HTTP server stopped with an error");
+            }
+            if let Ok(Err(e)) = g {
+                tracing::warn!(error = %e, "gRPC server stopped with an error");
+            }
+        }
+        Err(_) => tracing::warn!("servers did not stop within {} s", deadline.as_secs()),
+    }
+}

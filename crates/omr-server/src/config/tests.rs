@@ -1,0 +1,103 @@
+//! The configuration's keys, and the order of its sources.
+
+use super::*;
+
+#[test]
+fn keys_list_every_field() {
+    let mut v = serde_json::to_value(Config::default()).unwrap();
+    v["database_url"] = serde_json::json!("x");
+    v["worker_id"] = serde_json::json!("x");
+    v["max_cached_keys"] = serde_json::json!(1);
+    v["retain_messages"] = serde_json::json!(1);
+    v["retain_digest_messages"] = serde_json::json!(1);
+    v["key_disk_bytes"] = serde_json::json!(1);
+    v["admin_token_file"] = serde_json::json!("x");
+    v["tls_cert"] = serde_json::json!("x");
+    v["tls_key"] = serde_json::json!("x");
+    // Never serialized (it is a secret), but a key all the same.
+    v["admin_token"] = serde_json::json!("x");
+    let mut fields: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+    fields.sort();
+    let mut keys: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();
+    keys.sort();
+    assert_eq!(fields, keys);
+}
+
+#[test]
+#[allow(clippy::result_large_err)] // figment's Jail API returns its own large error
+fn file_then_environment_override_defaults() {
+    figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "omrd.toml",
+            "http_addr = \"127.0.0.1:9000\"\nmax_batch_messages = 7\n",
+        )?;
+        jail.set_env("OMR_MAX_BATCH_MESSAGES", "9");
+        jail.set_env("OMR_TEST_SOMETHING_ELSE", "ignored");
+        jail.set_env("OMR_POSTAGE_BITS", "20");
+        jail.set_env("OMR_TRUSTED_PROXIES", "[\"10.0.0.0/8\", \"::1\"]");
+        jail.set_env("OMR_RATE_LIMIT_PER_SECOND", "2");
+        let c = Config::load(Some(Path::new("omrd.toml"))).map_err(|e| e.to_string())?;
+        assert_eq!(c.http_addr.port(), 9000);
+        assert_eq!(c.max_batch_messages, 9);
+        assert_eq!(c.postage_bits, 20);
+        assert_eq!(c.grpc_addr, Config::default().grpc_addr);
+        assert_eq!(c.trusted_proxies, ["10.0.0.0/8", "::1"]);
+        assert_eq!(c.rate_limit_per_second, 2.0);
+        jail.create_file("bad.toml", "htp_addr = 1\n")?;
+        assert!(
+            Config::load(Some(Path::new("bad.toml"))).is_err(),
+            "typo in a file key accepted"
+        );
+        assert!(Config::load(Some(Path::new("missing.toml"))).is_err());
+        Ok(())
+    });
+}
+
+#[test]
+#[allow(clippy::result_large_err)] // figment's Jail API returns its own large error
+fn the_admin_token_comes_from_the_environment_or_a_file_and_is_never_shown() {
+    figment::Jail::expect_with(|jail| {
+        let secret = "0123456789abcdef-secret";
+        jail.set_env("OMR_ADMIN_TOKEN", secret);
+        jail.set_env("OMR_REGISTRATION", "invite");
+        let c = Config::load(None).map_err(|e| e.to_string())?;
+        assert_eq!(c.registration, Registration::Invite);
+        let token = c.resolve_admin_token().unwrap().expect("a token");
+        assert_eq!(token, AdminToken::new(secret));
+        assert!(!format!("{c:?}").contains(secret), "Debug shows the token");
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(!json.contains(secret), "serialized: {json}");
+
+        jail.create_file("token", &format!("{secret}\n"))?;
+        jail.set_env("OMR_ADMIN_TOKEN_FILE", "token");
+        let c = Config::load(None).map_err(|e| e.to_string())?;
+        assert!(c.resolve_admin_token().is_err(), "both set");
+        jail.clear_env();
+        jail.set_env("OMR_ADMIN_TOKEN_FILE", "token");
+        let c = Config::load(None).map_err(|e| e.to_string())?;
+        assert_eq!(
+            c.resolve_admin_token().unwrap(),
+            Some(AdminToken::new(secret))
+        );
+
+        jail.create_file("short", "abc\n")?;
+        jail.set_env("OMR_ADMIN_TOKEN_FILE", "short");
+        let c = Config::load(None).map_err(|e| e.to_string())?;
+        let err = c.resolve_admin_token().unwrap_err().to_string();
+        assert!(err.contains("openssl rand"), "{err}");
+        jail.set_env("OMR_ADMIN_TOKEN_FILE", "missing");
+        let c = Config::load(None).map_err(|e| e.to_string())?;
+        assert!(c.resolve_admin_token().is_err(), "a missing file");
+        jail.clear_env();
+        assert_eq!(
+            Config::load(None).unwrap().resolve_admin_token().unwrap(),
+            None
+        );
+        jail.set_env("OMR_ADMIN_TOKEN", "");
+        assert_eq!(
+            Config::load(None).unwrap().resolve_admin_token().unwrap(),
+            None
+        );
+        Ok(())
+    });
+}
