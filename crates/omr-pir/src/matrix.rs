@@ -1,0 +1,305 @@
+//! The public matrix A and the three products of the scheme, all modulo 2^32:
+//! the hint D·A (server, once per database), answers D·q (server, per fetch) and queries A·s
+//! (client, per fetch).
+//!
+//! A (R × n) is never stored whole: row c is ChaCha20 with the database's seed on stream c, so any
+//! row block can be made on any thread. D is the database, column-major (column c is bytes
+//! [c·W, (c+1)·W)), holding raw bytes b; the scheme computes with the centred values b - 128
+//! (smaller noise), which the kernels get from the raw products by one correction per row.
+//!
+//! The loops are written for the compiler's vectoriser (wrapping `u32` multiply-adds over
+//! contiguous slices, unrolled by four columns so each accumulator is loaded once per four
+//! products); there is no hand-written SIMD and no `unsafe`.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use rayon::prelude::*;
+
+/// The seed A is expanded from.
+pub type Seed = [u8; 32];
+
+/// Rows of A expanded together by the hint's product.
+const A_BLOCK: usize = 64;
+/// Database rows per parallel task in the hint's product.
+const HINT_ROWS_PER_TASK: usize = 16;
+/// Database rows per parallel task when answering (16 queries × 1,024 × 4 B = 64 KiB of
+/// accumulators, in L2).
+const ANSWER_ROWS_PER_TASK: usize = 1024;
+/// Rows of A per parallel task when making queries.
+const QUERY_ROWS_PER_TASK: usize = 256;
+
+/// Writes rows `first..` of A (n = `row.len()` columns) into consecutive slices of `out`.
+pub fn expand_rows(seed: &Seed, n: usize, first: usize, out: &mut [u32]) {
+    for (k, row) in out.chunks_exact_mut(n).enumerate() {
+        let mut rng = ChaCha20Rng::from_seed(*seed);
+        rng.set_stream((first + k) as u64);
+        rng.fill(row);
+    }
+}
+
+/// acc += Σ_k d[k]·a[k], over four rows at once.
+#[inline(always)]
+fn axpy4(acc: &mut [u32], d: [u32; 4], a: [&[u32]; 4]) {
+    let len = acc.len();
+    let (a0, a1, a2, a3) = (&a[0][..len], &a[1][..len], &a[2][..len], &a[3][..len]);
+    for i in 0..len {
+        let sum = a0[i]
+            .wrapping_mul(d[0])
+            .wrapping_add(a1[i].wrapping_mul(d[1]))
+            .wrapping_add(a2[i].wrapping_mul(d[2]))
+            .wrapping_add(a3[i].wrapping_mul(d[3]));
+        acc[i] = acc[i].wrapping_add(sum);
+    }
+}
+
+#[inline(always)]
+fn axpy(acc: &mut [u32], d: u32, a: &[u32]) {
+    for (x, &y) in acc.iter_mut().zip(a) {
+        *x = x.wrapping_add(y.wrapping_mul(d));
+    }
+}
+
+/// acc += Σ_k col[k]·q[k] for four byte columns (one query's four coefficients).
+#[inline(always)]
+fn byte_axpy4(acc: &mut [u32], q: [u32; 4], col: [&[u8]; 4]) {
+    let len = acc.len();
+    let (c0, c1, c2, c3) = (
+        &col[0][..len],
+        &col[1][..len],
+        &col[2][..len],
+        &col[3][..len],
+    );
+    for i in 0..len {
+        let sum = u32::from(c0[i])
+            .wrapping_mul(q[0])
+            .wrapping_add(u32::from(c1[i]).wrapping_mul(q[1]))
+            .wrapping_add(u32::from(c2[i]).wrapping_mul(q[2]))
+            .wrapping_add(u32::from(c3[i]).wrapping_mul(q[3]));
+        acc[i] = acc[i].wrapping_add(sum);
+    }
+}
+
+#[inline(always)]
+fn byte_axpy(acc: &mut [u32], q: u32, col: &[u8]) {
+    for (x, &b) in acc.iter_mut().zip(col) {
+        *x = x.wrapping_add(u32::from(b).wrapping_mul(q));
+    }
+}
+
+/// Wrapping dot product.
+#[inline(always)]
+pub fn dot(a: &[u32], b: &[u32]) -> u32 {
+    a.iter()
+        .zip(b)
+        .fold(0u32, |s, (&x, &y)| s.wrapping_add(x.wrapping_mul(y)))
+}
+
+/// H = (D - 128)·A, W × n row-major, for a database of `columns` columns of `rows` bytes.
+pub fn hint_product(db: &[u8], rows: usize, columns: usize, n: usize, seed: &Seed) -> Vec<u32> {
+    assert_eq!(db.len(), rows * columns);
+    let mut h = vec![0u32; rows * n];
+    let mut column_sum = vec![0u32; n];
+    let mut a = vec![0u32; A_BLOCK * n];
+    for c0 in (0..columns).step_by(A_BLOCK) {
+        let block = A_BLOCK.min(columns - c0);
+        let a = &mut a[..block * n];
+        a.par_chunks_mut(n)
+            .enumerate()
+            .for_each(|(k, row)| expand_rows(seed, n, c0 + k, row));
+        for row in a.chunks_exact(n) {
+            axpy(&mut column_sum, 1, row);
+        }
+        let a = &*a;
+        let column = |k: usize| &db[(c0 + k) * rows..(c0 + k + 1) * rows];
+        h.par_chunks_mut(n * HINT_ROWS_PER_TASK)
+            .enumerate()
+            .for_each(|(task, h_rows)| {
+                for (i, h_row) in h_rows.chunks_exact_mut(n).enumerate() {
+                    let w = task * HINT_ROWS_PER_TASK + i;
+                    let mut k = 0;
+                    while k + 4 <= block {
+                        let d = [0, 1, 2, 3].map(|j| u32::from(column(k + j)[w]));
+                        let rows = [0, 1, 2, 3].map(|j| &a[(k + j) * n..(k + j + 1) * n]);
+                        axpy4(h_row, d, rows);
+                        k += 4;
+                    }
+                    for k in k..block {
+                        axpy(h_row, u32::from(column(k)[w]), &a[k * n..(k + 1) * n]);
+                    }
+                }
+            });
+    }
+    // Centre: (D - 128)·A = D·A - 128·(Σ_c A[c]) in every row.
+    let correction: Vec<u32> = column_sum.iter().map(|s| s.wrapping_mul(128)).collect();
+    h.par_chunks_mut(n).for_each(|row| {
+        for (x, c) in row.iter_mut().zip(&correction) {
+            *x = x.wrapping_sub(*c);
+        }
+    });
+    h
+}
+
+/// a_j = (D - 128)·q_j for `count` queries laid end to end in `queries` (each `columns` long):
+/// `count` × `rows` elements, query by query.
+pub fn answer_product(
+    db: &[u8],
+    rows: usize,
+    columns: usize,
+    queries: &[u32],
+    count: usize,
+) -> Vec<u32> {
+    assert_eq!(db.len(), rows * columns);
+    assert_eq!(queries.len(), count * columns);
+    let query = |j: usize| &queries[j * columns..(j + 1) * columns];
+    let tiles: Vec<(usize, Vec<u32>)> = (0..rows)
+        .step_by(ANSWER_ROWS_PER_TASK)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|w0| {
+            let len = ANSWER_ROWS_PER_TASK.min(rows - w0);
+            let mut acc = vec![0u32; count * len];
+            let column = |c: usize| &db[c * rows + w0..c * rows + w0 + len];
+            let mut c = 0;
+            while c + 4 <= columns {
+                let cols = [0, 1, 2, 3].map(|k| column(c + k));
+                for (j, acc) in acc.chunks_exact_mut(len).enumerate() {
+                    let q = query(j);
+                    byte_axpy4(acc, [q[c], q[c + 1], q[c + 2], q[c + 3]], cols);
+                }
+                c += 4;
+            }
+            for c in c..columns {
+                for (j, acc) in acc.chunks_exact_mut(len).enumerate() {
+                    byte_axpy(acc, query(j)[c], column(c));
+                }
+            }
+            (w0, acc)
+        })
+        .collect();
+    let mut out = vec![0u32; count * rows];
+    for j in 0..count {
+        let correction = query(j)
+            .iter()
+            .fold(0u32, |s, &x| s.wrapping_add(x))
+            .wrapping_mul(128);
+        for (w0, acc) in &tiles {
+            let len = acc.len() / count;
+            let dst = &mut out[j * rows + w0..j * rows + w0 + len];
+            for (x, &y) in dst.iter_mut().zip(&acc[j * len..(j + 1) * len]) {
+                *x = y.wrapping_sub(correction);
+            }
+        }
+    }
+    out
+}
+
+/// A·s_j for `count` secrets laid end to end in `secrets` (each n long): `count` × `columns`
+/// elements, secret by secret.
+pub fn query_product(seed: &Seed, n: usize, columns: usize, secrets: &[u32]) -> Vec<u32> {
+    let count = secrets.len() / n;
+    let blocks: Vec<(usize, Vec<u32>)> = (0..columns)
+        .step_by(QUERY_ROWS_PER_TASK)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|c0| {
+            let len = QUERY_ROWS_PER_TASK.min(columns - c0);
+            let mut row = vec![0u32; n];
+            let mut out = vec![0u32; count * len];
+            for k in 0..len {
+                expand_rows(seed, n, c0 + k, &mut row);
+                for (j, s) in secrets.chunks_exact(n).enumerate() {
+                    out[j * len + k] = dot(&row, s);
+                }
+            }
+            (c0, out)
+        })
+        .collect();
+    let mut out = vec![0u32; count * columns];
+    for (c0, block) in blocks {
+        let len = block.len() / count;
+        for j in 0..count {
+            out[j * columns + c0..j * columns + c0 + len]
+                .copy_from_slice(&block[j * len..(j + 1) * len]);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The products by their definitions, one element at a time.
+    fn a_row(seed: &Seed, n: usize, c: usize) -> Vec<u32> {
+        let mut row = vec![0; n];
+        expand_rows(seed, n, c, &mut row);
+        row
+    }
+
+    fn db(rows: usize, columns: usize) -> Vec<u8> {
+        (0..rows * columns).map(|i| (i * 37 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn rows_of_a_are_deterministic_and_distinct() {
+        let seed = [3u8; 32];
+        assert_eq!(a_row(&seed, 16, 5), a_row(&seed, 16, 5));
+        assert_ne!(a_row(&seed, 16, 5), a_row(&seed, 16, 6));
+        assert_ne!(a_row(&seed, 16, 5), a_row(&[4u8; 32], 16, 5));
+        let mut two = vec![0; 32];
+        expand_rows(&seed, 16, 5, &mut two);
+        assert_eq!(&two[16..], &a_row(&seed, 16, 6)[..]);
+    }
+
+    #[test]
+    fn hint_product_is_centred_d_times_a() {
+        // Odd sizes: a partial block of A and a partial task of rows.
+        let (rows, columns, n) = (37, 70, 24);
+        let seed = [9u8; 32];
+        let d = db(rows, columns);
+        let h = hint_product(&d, rows, columns, n, &seed);
+        let a: Vec<Vec<u32>> = (0..columns).map(|c| a_row(&seed, n, c)).collect();
+        for w in 0..rows {
+            for k in 0..n {
+                let want = (0..columns).fold(0u32, |s, c| {
+                    let centred = i32::from(d[c * rows + w]) - 128;
+                    s.wrapping_add((centred as u32).wrapping_mul(a[c][k]))
+                });
+                assert_eq!(h[w * n + k], want, "row {w} column {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn answer_product_is_centred_d_times_q() {
+        let (rows, columns, count) = (1500, 23, 3);
+        let d = db(rows, columns);
+        let q: Vec<u32> = (0..count * columns)
+            .map(|i| (i as u32).wrapping_mul(2_654_435_761))
+            .collect();
+        let a = answer_product(&d, rows, columns, &q, count);
+        for j in 0..count {
+            for w in 0..rows {
+                let want = (0..columns).fold(0u32, |s, c| {
+                    let centred = i32::from(d[c * rows + w]) - 128;
+                    s.wrapping_add((centred as u32).wrapping_mul(q[j * columns + c]))
+                });
+                assert_eq!(a[j * rows + w], want, "query {j} row {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn query_product_is_a_times_s() {
+        let (n, columns) = (32, 600);
+        let seed = [1u8; 32];
+        let s: Vec<u32> = (0..2 * n).map(|i| (i as u32).wrapping_sub(20)).collect();
+        let q = query_product(&seed, n, columns, &s);
+        for j in 0..2 {
+            for c in 0..columns {
+                let want = dot(&a_row(&seed, n, c), &s[j * n..(j + 1) * n]);
+                assert_eq!(q[j * columns + c], want);
+            }
+        }
+    }
+}
