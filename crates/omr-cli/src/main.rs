@@ -131,6 +131,18 @@ each thread count (0: every core); the smallest nonce does not depend on the thr
 every count does the same search. Reports mean, median, min and max solve time, the hash rate \
 and 2^bits / rate (the expected time), then the microseconds omrd's check takes per message.")]
     BenchPostage(commands::PostageBenchArgs),
+    /// Measure fetching an attachment by PIR (omr-pir): the server's preprocessing of one
+    /// epoch's attachments, then fetches of random records (no server needed).
+    #[command(after_help = "Examples:
+  omr bench-pir                                     # one epoch: 4,096 attachments of 64 KiB
+  omr bench-pir --records 256 --fetches 5 --json
+  omr bench-pir --records 1048576 --record-bytes 1024 --chunks 1   # FrodoPIR's shape (1 GiB)
+
+Fills a database with random records, times the hint's computation once, then each fetch: the \
+client's queries, the server's answer and the client's decoding, checked byte for byte. \
+Reports the bytes of the hint, a query and an answer, wall and CPU time, peak memory and the \
+predicted failure probability per record.")]
+    BenchPir(commands::PirBenchArgs),
     /// Run the whole flow in one process: an embedded omrd, recipients, a board, digests.
     #[command(after_help = "Examples:
   omr demo
@@ -225,6 +237,7 @@ fn main() -> ExitCode {
             Command::Bench(a) => commands::bench(a, ui, cli.json).await,
             Command::BenchCapacity(a) => commands::bench_capacity(a, ui, cli.json).await,
             Command::BenchPostage(a) => commands::bench_postage(a, ui, cli.json).await,
+            Command::BenchPir(a) => commands::bench_pir(a, ui, cli.json).await,
             Command::Demo(a) => demo::run(a, ui, cli.json).await,
         }
     });

@@ -20,12 +20,13 @@ pub mod error;
 pub mod gauss;
 pub mod matrix;
 pub mod params;
+pub mod security;
 mod server;
 pub mod wire;
 
 pub use client::Fetch;
 pub use error::PirError;
-pub use matrix::Seed;
+pub use matrix::{vector_extension, Seed};
 pub use params::{Params, Shape, PIR_V1};
 pub use server::Database;
 pub use wire::{Answer, Hint, Query};

@@ -47,6 +47,25 @@ macro_rules! dispatched {
     };
 }
 
+/// The vector extension the kernels run with on this CPU: "AVX-512", "AVX2" or "none".
+pub fn vector_extension() -> &'static str {
+    struct Probe;
+    impl pulp::WithSimd for Probe {
+        type Output = &'static str;
+        fn with_simd<S: pulp::Simd>(self, _: S) -> &'static str {
+            let name = std::any::type_name::<S>();
+            if name.ends_with("V4") {
+                "AVX-512"
+            } else if name.ends_with("V3") {
+                "AVX2"
+            } else {
+                "none"
+            }
+        }
+    }
+    pulp::Arch::new().dispatch(Probe)
+}
+
 /// Writes rows `first..` of A (n = `row.len()` columns) into consecutive slices of `out`.
 pub fn expand_rows(seed: &Seed, n: usize, first: usize, out: &mut [u32]) {
     for (k, row) in out.chunks_exact_mut(n).enumerate() {
@@ -191,8 +210,8 @@ pub fn hint_product(db: &[u8], rows: usize, columns: usize, n: usize, seed: &See
     h
 }
 
-/// D·q_j for database rows `w0..w0 + ANSWER_ROWS_PER_TASK` and every query: the accumulators,
-/// query by query.
+/// D·q_j over database rows `w0..w0 + ANSWER_ROWS_PER_TASK` and columns `c0..c1`, for every
+/// query: partial accumulators, query by query.
 struct AnswerTile<'a> {
     db: &'a [u8],
     rows: usize,
@@ -200,6 +219,8 @@ struct AnswerTile<'a> {
     queries: &'a [u32],
     count: usize,
     w0: usize,
+    c0: usize,
+    c1: usize,
 }
 dispatched!(AnswerTile -> Vec<u32>);
 
@@ -211,8 +232,8 @@ impl AnswerTile<'_> {
         let mut acc = vec![0u32; self.count * len];
         let column = |c: usize| &self.db[c * rows + w0..c * rows + w0 + len];
         let query = |j: usize| &self.queries[j * columns..(j + 1) * columns];
-        let mut c = 0;
-        while c + 4 <= columns {
+        let mut c = self.c0;
+        while c + 4 <= self.c1 {
             let cols = [0, 1, 2, 3].map(|k| column(c + k));
             for (j, acc) in acc.chunks_exact_mut(len).enumerate() {
                 let q = query(j);
@@ -220,7 +241,7 @@ impl AnswerTile<'_> {
             }
             c += 4;
         }
-        for c in c..columns {
+        for c in c..self.c1 {
             for (j, acc) in acc.chunks_exact_mut(len).enumerate() {
                 byte_axpy(acc, query(j)[c], column(c));
             }
@@ -241,11 +262,21 @@ pub fn answer_product(
     assert_eq!(db.len(), rows * columns);
     assert_eq!(queries.len(), count * columns);
     let query = |j: usize| &queries[j * columns..(j + 1) * columns];
-    let tiles: Vec<(usize, Vec<u32>)> = (0..rows)
-        .step_by(ANSWER_ROWS_PER_TASK)
-        .collect::<Vec<_>>()
+    // Tasks: row tiles, and when there are fewer tiles than twice the threads (a database of
+    // short columns), column ranges too, whose partial sums are added below.
+    let row_tiles: Vec<usize> = (0..rows).step_by(ANSWER_ROWS_PER_TASK).collect();
+    let splits = (2 * rayon::current_num_threads())
+        .div_ceil(row_tiles.len())
+        .clamp(1, columns.div_ceil(256));
+    let span = columns.div_ceil(splits).next_multiple_of(4);
+    let tasks: Vec<(usize, usize)> = row_tiles
+        .iter()
+        .flat_map(|&w0| (0..columns).step_by(span).map(move |c0| (w0, c0)))
+        .collect();
+    let tiles: Vec<(usize, Vec<u32>)> = tasks
         .into_par_iter()
-        .map(|w0| {
+        .map(|(w0, c0)| {
+            let c1 = (c0 + span).min(columns);
             let tile = AnswerTile {
                 db,
                 rows,
@@ -253,6 +284,8 @@ pub fn answer_product(
                 queries,
                 count,
                 w0,
+                c0,
+                c1,
             };
             (w0, pulp::Arch::new().dispatch(tile))
         })
@@ -267,8 +300,11 @@ pub fn answer_product(
             let len = acc.len() / count;
             let dst = &mut out[j * rows + w0..j * rows + w0 + len];
             for (x, &y) in dst.iter_mut().zip(&acc[j * len..(j + 1) * len]) {
-                *x = y.wrapping_sub(correction);
+                *x = x.wrapping_add(y);
             }
+        }
+        for x in &mut out[j * rows..(j + 1) * rows] {
+            *x = x.wrapping_sub(correction);
         }
     }
     out
@@ -380,19 +416,25 @@ mod tests {
 
     #[test]
     fn answer_product_is_centred_d_times_q() {
-        let (rows, columns, count) = (1500, 23, 3);
-        let d = db(rows, columns);
-        let q: Vec<u32> = (0..count * columns)
-            .map(|i| (i as u32).wrapping_mul(2_654_435_761))
-            .collect();
-        let a = answer_product(&d, rows, columns, &q, count);
-        for j in 0..count {
-            for w in 0..rows {
-                let want = (0..columns).fold(0u32, |s, c| {
-                    let centred = i32::from(d[c * rows + w]) - 128;
-                    s.wrapping_add((centred as u32).wrapping_mul(q[j * columns + c]))
-                });
-                assert_eq!(a[j * rows + w], want, "query {j} row {w}");
+        // Two row tiles; then short columns, which split the columns across tasks too.
+        for (rows, columns, count) in [(1500, 23, 3), (37, 2001, 2)] {
+            let d = db(rows, columns);
+            let q: Vec<u32> = (0..count * columns)
+                .map(|i| (i as u32).wrapping_mul(2_654_435_761))
+                .collect();
+            let a = answer_product(&d, rows, columns, &q, count);
+            for j in 0..count {
+                for w in 0..rows {
+                    let want = (0..columns).fold(0u32, |s, c| {
+                        let centred = i32::from(d[c * rows + w]) - 128;
+                        s.wrapping_add((centred as u32).wrapping_mul(q[j * columns + c]))
+                    });
+                    assert_eq!(
+                        a[j * rows + w],
+                        want,
+                        "query {j} row {w} of {rows} x {columns}"
+                    );
+                }
             }
         }
     }

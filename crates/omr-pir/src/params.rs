@@ -103,7 +103,7 @@ impl Shape {
     /// with 16 chunks per record when the record is at least 16 × 256 bytes, fewer otherwise.
     pub fn for_attachments(records: usize, record_bytes: usize) -> Result<Shape, PirError> {
         let mut chunks = 16;
-        while chunks > 1 && (record_bytes % chunks != 0 || record_bytes / chunks < 256) {
+        while chunks > 1 && (!record_bytes.is_multiple_of(chunks) || record_bytes / chunks < 256) {
             chunks /= 2;
         }
         let shape = Shape {
@@ -136,7 +136,7 @@ impl Shape {
         if self.records == 0 || self.record_bytes == 0 || self.chunks == 0 {
             return bad("records, record bytes and chunks must all be positive");
         }
-        if self.record_bytes % self.chunks != 0 {
+        if !self.record_bytes.is_multiple_of(self.chunks) {
             return bad("the record size must be a multiple of the chunk count");
         }
         match self.records.checked_mul(self.record_bytes) {

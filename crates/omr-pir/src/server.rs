@@ -55,6 +55,12 @@ impl Database {
         self.shape
     }
 
+    /// Record `index` as stored (zero-padded); panics past the last record.
+    pub fn record(&self, index: usize) -> &[u8] {
+        let size = self.shape.record_bytes;
+        &self.data[index * size..(index + 1) * size]
+    }
+
     /// Stores `bytes` as record `index`, zero-padded to the record size.
     pub fn set_record(&mut self, index: usize, bytes: &[u8]) -> Result<(), PirError> {
         let (records, size) = (self.shape.records, self.shape.record_bytes);

@@ -145,7 +145,8 @@ fn encodings_refuse_junk() {
     assert_eq!(Query::from_bytes(&encodings[1]).unwrap(), query);
     assert_eq!(Answer::from_bytes(&encodings[2]).unwrap(), answer);
 
-    let decoders: [fn(&[u8]) -> Result<(), PirError>; 3] = [
+    type Decoder = fn(&[u8]) -> Result<(), PirError>;
+    let decoders: [Decoder; 3] = [
         |b| Hint::from_bytes(b).map(drop),
         |b| Query::from_bytes(b).map(drop),
         |b| Answer::from_bytes(b).map(drop),

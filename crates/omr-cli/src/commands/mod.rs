@@ -1,11 +1,12 @@
 //! The commands other than `demo`, one module per concern: `keys` (keygen, register, status,
 //! delete), `messages` (send, digest), `bench`, `capacity` (`omr bench-capacity`), `postage`
-//! (`omr bench-postage`).
+//! (`omr bench-postage`), `pir` (`omr bench-pir`).
 
 mod bench;
 mod capacity;
 mod keys;
 mod messages;
+mod pir;
 mod postage;
 
 pub use bench::{bench, BenchArgs};
@@ -14,4 +15,5 @@ pub use keys::{
     address, delete, keygen, register, status, AddressArgs, KeyArgs, KeygenArgs, RegisterArgs,
 };
 pub use messages::{digest, send, DigestArgs, SendArgs};
+pub use pir::{bench_pir, PirBenchArgs};
 pub use postage::{bench_postage, PostageBenchArgs};

@@ -130,7 +130,7 @@ fn run(
 
 /// The CPU time this process has used (user + system, every thread), in seconds; `None`
 /// where /proc is not there. Linux counts it in ticks of 1/100 s (USER_HZ).
-fn process_cpu_secs() -> Option<f64> {
+pub(crate) fn process_cpu_secs() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // The fields after the command name (which may hold spaces) in parentheses: utime and
     // stime are the 12th and 13th.

@@ -1,0 +1,206 @@
+//! `omr bench-pir`: what fetching an attachment by PIR costs (omr-pir, no server needed).
+//!
+//! Builds a database of `--records` random records of `--record-bytes` (the shape of one epoch of
+//! attachments), times the server's preprocessing (the hint) once, then `--fetches` fetches of
+//! random records: the client's queries, the server's answer and the client's decoding, each
+//! checked byte for byte against the record. Reports the bytes of the hint, a query and an
+//! answer as encoded, wall and CPU time of each step (CPU from /proc/self/stat), the process's
+//! peak memory (VmHWM), and the predicted failure probability per record.
+
+use std::time::Instant;
+
+use anyhow::ensure;
+use clap::Args;
+use omr_pir::{Answer, Database, Hint, Query, Shape, PIR_V1};
+use rand::Rng;
+use serde_json::{json, Value};
+
+use crate::commands::postage::process_cpu_secs;
+use crate::print_json;
+use crate::ui::{self, Ui};
+
+#[derive(Debug, Args)]
+pub struct PirBenchArgs {
+    /// Records in the database (messages of one epoch).
+    #[arg(long, default_value_t = 4096)]
+    records: usize,
+    /// Bytes of every record (`max_attachment_bytes`).
+    #[arg(long, default_value_t = 65536)]
+    record_bytes: usize,
+    /// Columns per record; by default what omrd uses for attachments (16 for 64 KiB).
+    #[arg(long)]
+    chunks: Option<usize>,
+    /// Fetches timed (each a random record, checked byte for byte).
+    #[arg(long, default_value_t = 3)]
+    fetches: usize,
+}
+
+pub async fn bench_pir(a: PirBenchArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
+    let mut shape = Shape::for_attachments(a.records, a.record_bytes)?;
+    if let Some(chunks) = a.chunks {
+        shape.chunks = chunks;
+        shape.check()?;
+    }
+    let pb = ui.spinner("preprocessing (the hint)");
+    let pb2 = pb.clone();
+    let fetches = a.fetches.max(1);
+    let report = tokio::task::spawn_blocking(move || {
+        run(shape, fetches, &|step: &str| {
+            pb2.set_message(step.to_string())
+        })
+    })
+    .await??;
+    pb.finish_and_clear();
+    if json_out {
+        print_json(&report);
+    } else {
+        print_text(&report);
+    }
+    Ok(())
+}
+
+/// Wall and CPU seconds of `f`.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, f64, Option<f64>) {
+    let cpu = process_cpu_secs();
+    let started = Instant::now();
+    let out = f();
+    let wall = started.elapsed().as_secs_f64();
+    (out, wall, cpu.zip(process_cpu_secs()).map(|(a, b)| b - a))
+}
+
+fn run(shape: Shape, fetches: usize, step: &(dyn Fn(&str) + Sync)) -> anyhow::Result<Value> {
+    let params = &PIR_V1;
+    let mut rng = rand::thread_rng();
+    let mut db = Database::new(params, shape)?;
+    let mut record = vec![0u8; shape.record_bytes];
+    for i in 0..shape.records {
+        rng.fill(&mut record[..]);
+        db.set_record(i, &record)?;
+    }
+    let rss_before = peak_rss_mib();
+    let (hint, pre_s, pre_cpu) = timed(|| db.preprocess(rng.gen()));
+    let hint_bytes = hint.to_bytes();
+    let hint = Hint::from_bytes(&hint_bytes)?;
+    let mut rows = Vec::new();
+    for f in 0..fetches {
+        step(&format!("fetch {} of {fetches}", f + 1));
+        let index = rng.gen_range(0..shape.records);
+        let (made, query_s, _) = timed(|| hint.query(index, &mut rand::thread_rng()));
+        let (query, fetch) = made?;
+        let query_bytes = query.to_bytes();
+        let query = Query::from_bytes(&query_bytes)?;
+        let (answer, answer_s, answer_cpu) = timed(|| db.answer(&query));
+        let answer_bytes = answer?.to_bytes();
+        let answer = Answer::from_bytes(&answer_bytes)?;
+        let (got, decode_s, _) = timed(|| hint.decode(&fetch, &answer));
+        ensure!(got? == db.record(index), "record {index} came back wrong");
+        rows.push(json!({
+            "record": index,
+            "query_bytes": query_bytes.len(),
+            "answer_bytes": answer_bytes.len(),
+            "query_s": query_s,
+            "answer_s": answer_s,
+            "answer_cpu_s": answer_cpu,
+            "decode_s": decode_s,
+        }));
+    }
+    let median = |key: &str| {
+        let mut v: Vec<f64> = rows.iter().filter_map(|r| r[key].as_f64()).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    let (query_len, answer_len) = (shape.query_bytes(), shape.answer_bytes(params));
+    Ok(json!({
+        "params": params.name,
+        "cpu": ui::cpu_name(),
+        "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "vector_extension": omr_pir::vector_extension(),
+        "records": shape.records,
+        "record_bytes": shape.record_bytes,
+        "chunks": shape.chunks,
+        "database_bytes": shape.database_bytes(),
+        "hint_bytes": hint_bytes.len(),
+        "query_bytes": query_len,
+        "answer_bytes": answer_len,
+        "fetch_bytes": hint_bytes.len() + query_len + answer_len,
+        "preprocess_s": pre_s,
+        "preprocess_cpu_s": pre_cpu,
+        "peak_rss_mib": peak_rss_mib(),
+        "peak_rss_before_preprocess_mib": rss_before,
+        "median_query_s": median("query_s"),
+        "median_answer_s": median("answer_s"),
+        "median_answer_cpu_s": median("answer_cpu_s"),
+        "median_decode_s": median("decode_s"),
+        "log2_record_failure": params.log2_record_failure(&shape),
+        "fetches": rows,
+    }))
+}
+
+/// The process's peak resident memory so far (VmHWM), in MiB; `None` without /proc.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn print_text(r: &Value) {
+    let mib = |v: &Value| v.as_f64().unwrap_or(0.0) / (1u64 << 20) as f64;
+    let s = |v: &Value| match v.as_f64() {
+        Some(x) => ui::secs_ms(std::time::Duration::from_secs_f64(x)),
+        None => "?".into(),
+    };
+    println!(
+        "PIR ({}) on {} ({} cores, {} kernels): {} records of {} bytes, {} chunks each",
+        r["params"].as_str().unwrap_or("?"),
+        r["cpu"].as_str().unwrap_or("?"),
+        r["cores"],
+        r["vector_extension"].as_str().unwrap_or("?"),
+        r["records"],
+        r["record_bytes"],
+        r["chunks"],
+    );
+    println!(
+        "  preprocessing: {} ({} of CPU), peak memory {:.0} MiB",
+        s(&r["preprocess_s"]),
+        s(&r["preprocess_cpu_s"]),
+        r["peak_rss_mib"].as_f64().unwrap_or(f64::NAN),
+    );
+    println!(
+        "  one fetch: hint {:.2} MiB + query {:.2} MiB + answer {:.1} KiB = {:.2} MiB",
+        mib(&r["hint_bytes"]),
+        mib(&r["query_bytes"]),
+        r["answer_bytes"].as_f64().unwrap_or(0.0) / 1024.0,
+        mib(&r["fetch_bytes"]),
+    );
+    println!(
+        "  median of {} fetches: server {} ({} of CPU), client query {}, decode {}",
+        r["fetches"].as_array().map_or(0, Vec::len),
+        s(&r["median_answer_s"]),
+        s(&r["median_answer_cpu_s"]),
+        s(&r["median_query_s"]),
+        s(&r["median_decode_s"]),
+    );
+    println!(
+        "  every fetch came back byte for byte; predicted failure per record 2^{:.0}",
+        r["log2_record_failure"].as_f64().unwrap_or(0.0)
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_run_reports_its_sizes_and_checks_every_fetch() {
+        let shape = Shape::for_attachments(8, 4096).unwrap();
+        let r = run(shape, 2, &|_| {}).unwrap();
+        assert_eq!(
+            r["hint_bytes"].as_u64(),
+            Some(shape.hint_bytes(&PIR_V1) as u64)
+        );
+        assert_eq!(r["fetches"].as_array().map(Vec::len), Some(2));
+        assert!(r["median_answer_s"].as_f64().unwrap() > 0.0);
+        assert!(r["peak_rss_mib"].as_f64().unwrap() > 0.0);
+    }
+}
