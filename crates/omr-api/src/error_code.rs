@@ -76,13 +76,24 @@ pub enum ErrorCode {
     RequestTimeout,
     /// Plain HTTP to a server that speaks HTTPS only: use an `https://` URL.
     TlsRequired,
+    /// An attachment is longer than the server's `max_attachment_bytes` (or the server takes
+    /// none: `max_attachment_bytes = 0`).
+    AttachmentTooLarge,
+    /// A PIR request for an epoch the server does not serve: past the board head, deleted by
+    /// retention, or attachments are off.
+    UnknownEpoch,
+    /// A PIR request for an epoch still open (the board has not reached its end): retry once it
+    /// closes.
+    EpochOpen,
+    /// A PIR query that does not decode or is not for the epoch's database.
+    MalformedPirQuery,
     /// An internal failure; the server logged the cause.
     Internal,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 34] = [
+    pub const ALL: [ErrorCode; 38] = [
         ErrorCode::MalformedJson,
         ErrorCode::MalformedClue,
         ErrorCode::MalformedPayload,
@@ -117,6 +128,10 @@ impl ErrorCode {
         ErrorCode::AdminUnauthorized,
         ErrorCode::AdminForbidden,
         ErrorCode::AdminDisabled,
+        ErrorCode::AttachmentTooLarge,
+        ErrorCode::UnknownEpoch,
+        ErrorCode::EpochOpen,
+        ErrorCode::MalformedPirQuery,
     ];
 
     /// The code as it appears in error bodies and metric labels.
@@ -156,6 +171,10 @@ impl ErrorCode {
             ErrorCode::AdminUnauthorized => "admin_unauthorized",
             ErrorCode::AdminForbidden => "admin_forbidden",
             ErrorCode::AdminDisabled => "admin_disabled",
+            ErrorCode::AttachmentTooLarge => "attachment_too_large",
+            ErrorCode::UnknownEpoch => "unknown_epoch",
+            ErrorCode::EpochOpen => "epoch_open",
+            ErrorCode::MalformedPirQuery => "malformed_pir_query",
         }
     }
 
@@ -176,6 +195,7 @@ impl ErrorCode {
             | ErrorCode::InvalidKey
             | ErrorCode::ParamSetMismatch
             | ErrorCode::EmptyBatch
+            | ErrorCode::MalformedPirQuery
             | ErrorCode::TlsRequired => 400,
             ErrorCode::Unauthorized | ErrorCode::InviteRequired | ErrorCode::AdminUnauthorized => {
                 401
@@ -183,10 +203,12 @@ impl ErrorCode {
             // Payment Required: postage is the payment (a proof of work, not money).
             ErrorCode::PostageRequired | ErrorCode::PostageInvalid => 402,
             ErrorCode::Forbidden | ErrorCode::InviteInvalid | ErrorCode::AdminForbidden => 403,
-            ErrorCode::UnknownKey | ErrorCode::AdminDisabled => 404,
+            ErrorCode::UnknownKey | ErrorCode::AdminDisabled | ErrorCode::UnknownEpoch => 404,
             ErrorCode::UploadTimeout | ErrorCode::RequestTimeout => 408,
+            ErrorCode::EpochOpen => 409,
             ErrorCode::StartIndexRetired => 410,
-            ErrorCode::PayloadTooLarge
+            ErrorCode::AttachmentTooLarge
+            | ErrorCode::PayloadTooLarge
             | ErrorCode::BodyTooLarge
             | ErrorCode::BatchTooLarge
             | ErrorCode::KeyTooLarge => 413,

@@ -23,6 +23,10 @@ pub struct MessageIn {
     /// out when `postage_bits` is 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<u64>,
+    /// Base64 of the attachment (at most `max_attachment_bytes`; sealed by the sender), fetched
+    /// by recipients through PIR once its epoch closes. With postage, the stamp covers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachment: Option<String>,
 }
 
 /// A batch of messages as JSON.
@@ -104,6 +108,17 @@ pub struct Params {
     /// `omr register --invite CODE`); false from servers that predate the field.
     #[serde(default)]
     pub invite_required: bool,
+    /// Largest attachment a message may carry (as posted, sealed); 0: the server takes none
+    /// (servers that predate attachments leave the field out).
+    #[serde(default)]
+    pub max_attachment_bytes: usize,
+    /// Board indices per epoch: digests start at epoch boundaries, and each closed epoch's
+    /// attachments are one PIR database (`GET /v1/pir/{epoch}/hint`).
+    #[serde(default)]
+    pub epoch_len: u64,
+    /// The PIR parameter set of attachment epochs (`pir-v1`); absent without attachments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pir_params: Option<String>,
 }
 
 /// Query of `GET /v1/digests/{key_id}`.

@@ -76,10 +76,12 @@ the only credential for the key's digests and is shown nowhere else.")]
   omr send --to omr1AQk3…  --payload invoice.bin     # the address as text
   echo hi | omr send --to alice/address --payload -
   omr send --to alice/clue.key --plaintext --message 'for everyone to read'
+  omr send --to alice/address --message 'the photo' --attach photo.jpg
 
 The payload is sealed to the recipient (HPKE: X25519, ChaCha20-Poly1305): the public board \
 shows only ciphertext, 50 bytes longer than the message (so at most 562 bytes of message for \
-omr-v1). --plaintext posts it unsealed, readable by anyone; a bare clue.key can only do that. \
+omr-v1). --attach adds a file of up to the server's max_attachment_bytes less 50, sealed too; 526 bytes of message fit beside it in omr-v1; \
+the recipient fetches it by PIR once its epoch closes (`omr digest --out`). --plaintext posts it unsealed, readable by anyone; a bare clue.key can only do that. \
 Prints the message's board index. When the server asks for postage (`postage_bits` in \
 GET /v1/params), omr first searches for the message's stamp on every core (a spinner shows \
 when it takes over a second) and says on stderr how long it took.")]
@@ -87,7 +89,8 @@ when it takes over a second) and says on stderr how long it took.")]
     /// Retrieve the messages detected for a key since the last call.
     #[command(after_help = "Examples:
   omr digest --keys alice
-  omr digest --keys alice --out alice/inbox     # also writes INDEX.bin per message
+  omr digest --keys alice --out alice/inbox     # also writes INDEX.bin per message, and
+                                                # fetches attachments to INDEX.attachment
   omr digest --keys alice --from 0 --json       # everything from index 0, as JSON
   omr digest --keys alice --follow              # then print each new message as it arrives
 
@@ -95,7 +98,9 @@ Remembers where it stopped in DIR/digest-state.json: the next call asks only for
 and messages already retrieved are not shown again. A range holding more than k̄ messages is \
 split and asked for again. With --follow it then waits (a long-poll that also tells the server \
 you are online, so your key is detected first) and prints each new message as it is detected, \
-until Ctrl-C; with --json each new message is one JSON line.")]
+until Ctrl-C; with --json each new message is one JSON line. A letter that names an \
+attachment is remembered; with --out, each call fetches one attachment per closed epoch by PIR \
+(the server cannot tell which) and the rest on later calls.")]
     Digest(commands::DigestArgs),
     /// Show where detection stands for a registered key (cursor, board head, lag).
     #[command(after_help = "Example:\n  omr status --keys alice")]

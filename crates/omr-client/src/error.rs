@@ -87,6 +87,16 @@ pub enum Error {
         key_id: String,
     },
     /// The server rejected the request (4xx / invalid argument …); `code` is its error code.
+    #[error("the attachment is {bytes} bytes; the server at {url} takes attachments of at most {max} bytes (its max_attachment_bytes, less the seal's overhead)")]
+    AttachmentTooLarge {
+        url: String,
+        bytes: usize,
+        max: usize,
+    },
+    #[error("the server at {url} takes no attachments (max_attachment_bytes = 0)")]
+    NoAttachments { url: String },
+    #[error("the attachment of message {index} was not opened: {reason}")]
+    Attachment { index: u64, reason: String },
     #[error("{api} server at {url} rejected the request ({code}): {message}")]
     Rejected {
         api: Api,

@@ -97,6 +97,38 @@ pub struct DigestState {
     /// Indices already retrieved in the epoch holding `next_from` (a digest starts at an epoch
     /// boundary, so the next one covers them again).
     pub seen: BTreeSet<u64>,
+    /// Attachments named by retrieved letters and not fetched yet (one fetch per epoch per
+    /// call: the rest wait for the next).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_attachments: Vec<PendingAttachment>,
+}
+
+/// An attachment to fetch: its message's board index and its reference (sealed length,
+/// SHA-256 in hex).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PendingAttachment {
+    pub index: u64,
+    pub bytes: u32,
+    pub sha256: String,
+}
+
+impl PendingAttachment {
+    pub fn new(index: u64, r: &crate::seal::AttachmentRef) -> Self {
+        PendingAttachment {
+            index,
+            bytes: r.len,
+            sha256: hex::encode(r.sha256),
+        }
+    }
+
+    /// The reference again; `None` if the state file was edited into nonsense.
+    pub fn reference(&self) -> Option<crate::seal::AttachmentRef> {
+        let sha256 = hex::decode(&self.sha256).ok()?.try_into().ok()?;
+        Some(crate::seal::AttachmentRef {
+            len: self.bytes,
+            sha256,
+        })
+    }
 }
 
 impl DigestState {
@@ -106,6 +138,7 @@ impl DigestState {
             key_id: reg.key_id.clone(),
             next_from: reg.start_index,
             seen: BTreeSet::new(),
+            pending_attachments: Vec::new(),
         }
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::client::{Client, FetchedDigest, Progress};
 use crate::error::{Error, Result};
 use crate::keydir::{DigestState, Registration};
-use crate::seal::{Letter, SealKey};
+use crate::seal::{AttachmentRef, Letter, SealKey};
 
 /// What one [`Client::retrieve`] call found.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -32,9 +32,12 @@ pub struct Retrieval {
 pub struct Received {
     /// Its board index.
     pub index: u64,
-    /// The payload's length on the board (sealed: the plaintext's plus the seal's 50 bytes).
+    /// The payload's length on the board (sealed: the letter's plus the seal's 50 bytes, 86 with an attachment).
     pub board_bytes: usize,
     pub letter: Letter,
+    /// The attachment its letter names, if any: fetch it with [`Client::fetch_attachment`] once
+    /// its epoch has closed.
+    pub attachment: Option<AttachmentRef>,
 }
 
 impl Retrieval {
@@ -44,10 +47,14 @@ impl Retrieval {
     pub fn open(&self, seal: &SealKey) -> Vec<Received> {
         self.messages
             .iter()
-            .map(|m| Received {
-                index: m.index,
-                board_bytes: m.payload.len(),
-                letter: seal.open(&m.payload),
+            .map(|m| {
+                let (letter, attachment) = seal.open_letter(&m.payload);
+                Received {
+                    index: m.index,
+                    board_bytes: m.payload.len(),
+                    letter,
+                    attachment,
+                }
             })
             .collect()
     }

@@ -8,7 +8,13 @@
 //! 0xFF 0x01 ‖ enc (32 bytes: the sender's ephemeral X25519 key) ‖ ciphertext ‖ tag (16 bytes)
 //! ```
 //!
-//! that is [`SEAL_OVERHEAD`] = 50 bytes more than the plaintext. `0xFF` never occurs in UTF-8
+//! that is [`SEAL_OVERHEAD`] = 50 bytes more than the letter. A letter that comes with an
+//! attachment starts `0xFF 0x02` instead, and its plaintext starts with an [`AttachmentRef`] (the
+//! sealed attachment's length, u32 LE, and SHA-256): 86 bytes more than the letter. The two
+//! magic bytes are HPKE's associated data, so changing them fails to open. The attachment is
+//! sealed like a letter and stored beside the message; the reference in the letter tells the
+//! recipient to fetch it and binds it to the letter, so neither the server nor anyone else can
+//! swap it. `0xFF` never occurs in UTF-8
 //! text, so a text payload posted unsealed (`omr send --plaintext`) is never taken for a sealed
 //! one; an unsealed binary payload that happens to start with these two bytes is reported as
 //! one that cannot be opened.
@@ -25,8 +31,39 @@ use hpke::{Deserializable, Kem as _, OpModeR, OpModeS, Serializable};
 
 /// The two bytes a sealed payload starts with.
 pub const SEAL_MAGIC: [u8; 2] = [0xFF, 0x01];
-/// Bytes a sealed payload adds to its plaintext: the magic, the encapsulated key, the tag.
+/// The two bytes a sealed payload that names an attachment starts with.
+pub const ATTACHED_MAGIC: [u8; 2] = [0xFF, 0x02];
+/// Bytes a sealed payload adds to its letter: the magic, the encapsulated key, the tag.
 pub const SEAL_OVERHEAD: usize = SEAL_MAGIC.len() + ENC_LEN + TAG_LEN;
+/// Bytes an [`AttachmentRef`] takes in a letter.
+pub const ATTACHMENT_REF_LEN: usize = 4 + 32;
+
+/// The attachment a letter comes with: its length and SHA-256 as stored (sealed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachmentRef {
+    pub len: u32,
+    pub sha256: [u8; 32],
+}
+
+impl AttachmentRef {
+    /// The reference of a sealed attachment.
+    pub fn of(sealed: &[u8]) -> AttachmentRef {
+        use sha2::Digest;
+        AttachmentRef {
+            len: sealed.len() as u32,
+            sha256: sha2::Sha256::digest(sealed).into(),
+        }
+    }
+}
+
+/// Why a fetched attachment was not opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttachmentError {
+    #[error("it is not the attachment its letter names ({0}): another was stored or the fetch decoded wrong")]
+    NotTheOne(&'static str),
+    #[error("it does not open with this seal key")]
+    Unopenable,
+}
 /// HPKE's `info`: binds a sealed payload to this use.
 pub const SEAL_INFO: &[u8] = b"omr sealed payload v1";
 /// Bytes of a seal key (private or public).
@@ -100,7 +137,7 @@ impl Letter {
 
 /// Whether `payload` is a sealed payload (by its first two bytes).
 pub fn is_sealed(payload: &[u8]) -> bool {
-    payload.starts_with(&SEAL_MAGIC)
+    payload.starts_with(&SEAL_MAGIC) || payload.starts_with(&ATTACHED_MAGIC)
 }
 
 impl SealKey {
@@ -136,28 +173,68 @@ impl SealKey {
     /// Open a retrieved payload: [`Letter::Plain`] when it was not sealed,
     /// [`Letter::Opened`] when this key opens it, [`Letter::Unopenable`] otherwise.
     pub fn open(&self, payload: &[u8]) -> Letter {
+        self.open_letter(payload).0
+    }
+
+    /// [`SealKey::open`], and the attachment the letter comes with, if any.
+    pub fn open_letter(&self, payload: &[u8]) -> (Letter, Option<AttachmentRef>) {
         if !is_sealed(payload) {
-            return Letter::Plain(payload.to_vec());
+            return (Letter::Plain(payload.to_vec()), None);
         }
-        let body = &payload[SEAL_MAGIC.len()..];
+        let Some(plaintext) = self.open_sealed(payload) else {
+            return (Letter::Unopenable, None);
+        };
+        if payload.starts_with(&SEAL_MAGIC) {
+            return (Letter::Opened(plaintext), None);
+        }
+        if plaintext.len() < ATTACHMENT_REF_LEN {
+            return (Letter::Unopenable, None);
+        }
+        let (r, letter) = plaintext.split_at(ATTACHMENT_REF_LEN);
+        let attachment = AttachmentRef {
+            len: u32::from_le_bytes(r[..4].try_into().expect("4 bytes")),
+            sha256: r[4..].try_into().expect("32 bytes"),
+        };
+        (Letter::Opened(letter.to_vec()), Some(attachment))
+    }
+
+    /// A fetched attachment, checked against its letter's reference, opened.
+    pub fn open_attachment(
+        &self,
+        sealed: &[u8],
+        expected: &AttachmentRef,
+    ) -> Result<Vec<u8>, AttachmentError> {
+        let got = AttachmentRef::of(sealed);
+        if got.len != expected.len {
+            return Err(AttachmentError::NotTheOne("length"));
+        }
+        if got.sha256 != expected.sha256 {
+            return Err(AttachmentError::NotTheOne("SHA-256"));
+        }
+        match self.open_letter(sealed) {
+            (Letter::Opened(bytes), None) => Ok(bytes),
+            _ => Err(AttachmentError::Unopenable),
+        }
+    }
+
+    /// HPKE-open a sealed payload (either magic, bound as associated data): the plaintext, or
+    /// `None`.
+    fn open_sealed(&self, payload: &[u8]) -> Option<Vec<u8>> {
+        let (magic, body) = payload.split_at_checked(SEAL_MAGIC.len())?;
         if body.len() < ENC_LEN + TAG_LEN {
-            return Letter::Unopenable;
+            return None;
         }
         let (enc, ciphertext) = body.split_at(ENC_LEN);
-        let Ok(enc) = <Kem as hpke::Kem>::EncappedKey::from_bytes(enc) else {
-            return Letter::Unopenable;
-        };
-        match hpke::single_shot_open::<ChaCha20Poly1305, HkdfSha256, Kem>(
+        let enc = <Kem as hpke::Kem>::EncappedKey::from_bytes(enc).ok()?;
+        hpke::single_shot_open::<ChaCha20Poly1305, HkdfSha256, Kem>(
             &OpModeR::Base,
             &self.private,
             &enc,
             SEAL_INFO,
             ciphertext,
-            &[],
-        ) {
-            Ok(plaintext) => Letter::Opened(plaintext),
-            Err(_) => Letter::Unopenable,
-        }
+            magic,
+        )
+        .ok()
     }
 }
 
@@ -176,19 +253,41 @@ impl SealPublicKey {
         self.0.to_bytes().to_vec()
     }
 
-    /// `plaintext` sealed to this key: [`SEAL_OVERHEAD`] bytes longer.
-    pub fn seal(&self, plaintext: &[u8]) -> Vec<u8> {
+    /// `letter` sealed to this key: [`SEAL_OVERHEAD`] bytes longer.
+    pub fn seal(&self, letter: &[u8]) -> Vec<u8> {
+        self.seal_plaintext(SEAL_MAGIC, letter)
+    }
+
+    /// `letter` sealed to this key with the reference of `attachment` (sealed to this key too:
+    /// see [`SealPublicKey::seal_attachment`]); [`SEAL_OVERHEAD`] + [`ATTACHMENT_REF_LEN`] bytes
+    /// longer than `letter`.
+    pub fn seal_with_attachment(&self, letter: &[u8], attachment: &AttachmentRef) -> Vec<u8> {
+        let mut plaintext = Vec::with_capacity(letter.len() + ATTACHMENT_REF_LEN);
+        plaintext.extend_from_slice(&attachment.len.to_le_bytes());
+        plaintext.extend_from_slice(&attachment.sha256);
+        plaintext.extend_from_slice(letter);
+        self.seal_plaintext(ATTACHED_MAGIC, &plaintext)
+    }
+
+    /// `attachment` sealed to this key, and the reference its letter carries.
+    pub fn seal_attachment(&self, attachment: &[u8]) -> (Vec<u8>, AttachmentRef) {
+        let sealed = self.seal(attachment);
+        let r = AttachmentRef::of(&sealed);
+        (sealed, r)
+    }
+
+    fn seal_plaintext(&self, magic: [u8; 2], plaintext: &[u8]) -> Vec<u8> {
         let (enc, ciphertext) = hpke::single_shot_seal::<ChaCha20Poly1305, HkdfSha256, Kem, _>(
             &OpModeS::Base,
             &self.0,
             SEAL_INFO,
             plaintext,
-            &[],
+            &magic,
             &mut rand::rngs::OsRng,
         )
         .expect("sealing to a valid X25519 public key cannot fail");
         let mut out = Vec::with_capacity(plaintext.len() + SEAL_OVERHEAD);
-        out.extend_from_slice(&SEAL_MAGIC);
+        out.extend_from_slice(&magic);
         out.extend_from_slice(&enc.to_bytes());
         out.extend_from_slice(&ciphertext);
         out
@@ -198,6 +297,56 @@ impl SealPublicKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_letter_names_its_attachment_which_opens_only_if_it_is_the_one() {
+        let me = SealKey::generate();
+        let other = SealKey::generate();
+        let (sealed, r) = me.public().seal_attachment(b"the attachment");
+        assert_eq!(sealed.len(), 14 + SEAL_OVERHEAD);
+        let letter = me.public().seal_with_attachment(b"see attached", &r);
+        assert_eq!(letter.len(), 12 + SEAL_OVERHEAD + ATTACHMENT_REF_LEN);
+        assert!(is_sealed(&letter));
+        let (opened, named) = me.open_letter(&letter);
+        assert_eq!(opened, Letter::Opened(b"see attached".to_vec()));
+        assert_eq!(named, Some(r));
+        assert_eq!(me.open_attachment(&sealed, &r).unwrap(), b"the attachment");
+        // A letter without one names none; another key opens neither.
+        assert_eq!(me.open_letter(&me.public().seal(b"hi")).1, None);
+        assert_eq!(other.open_letter(&letter), (Letter::Unopenable, None));
+        assert_eq!(
+            other.open_attachment(&sealed, &r),
+            Err(AttachmentError::Unopenable)
+        );
+        // Changed, swapped or cut: not the one.
+        let mut changed = sealed.clone();
+        changed[40] ^= 1;
+        assert_eq!(
+            me.open_attachment(&changed, &r),
+            Err(AttachmentError::NotTheOne("SHA-256"))
+        );
+        let (swapped, _) = me.public().seal_attachment(b"the attachment");
+        assert_eq!(
+            me.open_attachment(&swapped, &r),
+            Err(AttachmentError::NotTheOne("SHA-256"))
+        );
+        assert_eq!(
+            me.open_attachment(&sealed[..sealed.len() - 1], &r),
+            Err(AttachmentError::NotTheOne("length"))
+        );
+        // The magic is bound: switched either way, the letter does not open. A short reference
+        // does not open either.
+        let mut switched = letter.clone();
+        switched[1] = SEAL_MAGIC[1];
+        assert_eq!(me.open_letter(&switched), (Letter::Unopenable, None));
+        let mut switched = me
+            .public()
+            .seal(b"a plain letter, long enough to hold a reference");
+        switched[1] = ATTACHED_MAGIC[1];
+        assert_eq!(me.open_letter(&switched), (Letter::Unopenable, None));
+        let short = me.public().seal_plaintext(ATTACHED_MAGIC, &[1, 2, 3]);
+        assert_eq!(me.open_letter(&short), (Letter::Unopenable, None));
+    }
 
     #[test]
     fn a_sealed_payload_opens_only_with_its_key_and_only_unchanged() {

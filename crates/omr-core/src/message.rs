@@ -2,8 +2,11 @@
 //! postage, a stamp, in a single versioned encoding (`application/octet-stream` on the HTTP API).
 //!
 //! Version 1: header, payload length (u16 LE), payload, clue body. Version 2 (a stamped message):
-//! header, nonce (u64 LE), then the same. [`Message::to_bytes`] writes version 1 when the message
-//! carries no nonce, so unstamped messages stay readable by servers that predate postage.
+//! header, nonce (u64 LE), then the same. Version 3 (a message with an attachment): header, a flag
+//! byte (1: a nonce follows), the nonce if flagged, attachment length (u32 LE), attachment, then
+//! as version 1. [`Message::to_bytes`] writes the lowest version that holds the message, so
+//! messages without an attachment stay readable by servers that predate attachments, and
+//! unstamped ones by servers that predate postage.
 
 use crate::clue::Clue;
 use crate::codec::{write_header, write_header_version, Kind, Reader, VERSION};
@@ -12,17 +15,27 @@ use crate::layout::validate_payload;
 use crate::params::ParamSet;
 use crate::postage::Postage;
 
-/// Size limit when decoding a message (clue + the largest payload + header).
+/// Size limit of a message without its attachment (clue + the largest payload + header).
 pub const MESSAGE_LIMIT: usize = 8 * 1024;
+
+/// The largest attachment any message may carry (a server sets its own, smaller limit:
+/// omrd's `max_attachment_bytes`).
+pub const MAX_ATTACHMENT_BYTES: usize = 1 << 20;
 
 /// The encoding version of a message that carries a postage nonce.
 pub const STAMPED_VERSION: u8 = 2;
 
-/// A clue, its payload and an optional postage nonce.
+/// The encoding version of a message that carries an attachment.
+pub const ATTACHMENT_VERSION: u8 = 3;
+
+/// A clue, its payload, an optional attachment and an optional postage nonce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub clue: Clue,
     pub payload: Vec<u8>,
+    /// The attachment (sealed by the sender; fetched by PIR once its epoch closes); empty:
+    /// none.
+    pub attachment: Vec<u8>,
     /// The postage stamp (see [`crate::postage`]), when there is one.
     pub nonce: Option<u64>,
 }
@@ -34,8 +47,22 @@ impl Message {
         Ok(Message {
             clue,
             payload,
+            attachment: Vec::new(),
             nonce: None,
         })
+    }
+
+    /// The same message with `attachment` (checked against [`MAX_ATTACHMENT_BYTES`]).
+    pub fn with_attachment(mut self, attachment: Vec<u8>) -> Result<Self, OmrError> {
+        if attachment.len() > MAX_ATTACHMENT_BYTES {
+            return Err(OmrError::TooLarge {
+                what: "attachment",
+                got: attachment.len(),
+                limit: MAX_ATTACHMENT_BYTES,
+            });
+        }
+        self.attachment = attachment;
+        Ok(self)
     }
 
     pub fn params(&self) -> &'static ParamSet {
@@ -45,15 +72,25 @@ impl Message {
     /// The stamp hash of this message before the nonce: search it for a nonce, or check one.
     pub fn postage(&self) -> Postage {
         Postage::new(self.params(), &self.clue.to_bytes(), &self.payload)
+            .with_attachment(&self.attachment)
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        match self.nonce {
-            None => write_header(&mut out, Kind::Message, self.params()),
-            Some(nonce) => {
+        match (self.nonce, self.attachment.is_empty()) {
+            (None, true) => write_header(&mut out, Kind::Message, self.params()),
+            (Some(nonce), true) => {
                 write_header_version(&mut out, Kind::Message, STAMPED_VERSION, self.params());
                 out.extend_from_slice(&nonce.to_le_bytes());
+            }
+            (nonce, false) => {
+                write_header_version(&mut out, Kind::Message, ATTACHMENT_VERSION, self.params());
+                out.push(u8::from(nonce.is_some()));
+                if let Some(nonce) = nonce {
+                    out.extend_from_slice(&nonce.to_le_bytes());
+                }
+                out.extend_from_slice(&(self.attachment.len() as u32).to_le_bytes());
+                out.extend_from_slice(&self.attachment);
             }
         }
         out.extend_from_slice(&(self.payload.len() as u16).to_le_bytes());
@@ -62,18 +99,34 @@ impl Message {
         out
     }
 
-    /// Decode either version.
+    /// Decode any version.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, OmrError> {
         let (mut r, p, version) = Reader::open_versions(
             bytes,
             Kind::Message,
-            MESSAGE_LIMIT,
-            &[VERSION, STAMPED_VERSION],
+            MESSAGE_LIMIT + MAX_ATTACHMENT_BYTES + 8,
+            &[VERSION, STAMPED_VERSION, ATTACHMENT_VERSION],
         )?;
-        let nonce = if version == STAMPED_VERSION {
-            Some(r.u64()?)
-        } else {
-            None
+        let (nonce, attachment) = match version {
+            STAMPED_VERSION => (Some(r.u64()?), Vec::new()),
+            ATTACHMENT_VERSION => {
+                let nonce = match r.u8()? {
+                    0 => None,
+                    1 => Some(r.u64()?),
+                    flag => {
+                        return Err(OmrError::malformed("message", format!("flag byte {flag}")))
+                    }
+                };
+                let len = r.u32()? as usize;
+                if len == 0 {
+                    return Err(OmrError::malformed(
+                        "message",
+                        "an empty attachment (use version 1)",
+                    ));
+                }
+                (nonce, r.take(len)?.to_vec())
+            }
+            _ => (None, Vec::new()),
         };
         let len = u16::from_le_bytes(r.take(2)?.try_into().expect("2 bytes")) as usize;
         // A length the input does not hold is malformed; one it holds but the set forbids is
@@ -87,9 +140,17 @@ impl Message {
         }
         let clue = Clue::read_body(&mut r, p)?;
         r.finish()?;
+        if bytes.len() - attachment.len() > MESSAGE_LIMIT {
+            return Err(OmrError::TooLarge {
+                what: "message",
+                got: bytes.len() - attachment.len(),
+                limit: MESSAGE_LIMIT,
+            });
+        }
         Ok(Message {
             clue,
             payload,
+            attachment,
             nonce,
         })
     }

@@ -8,7 +8,9 @@
 //! ```
 //!
 //! has at least the server's `postage_bits` leading zero bits (most significant bit of the first
-//! byte first). `tag` is [`POSTAGE_TAG`], `set` the parameter set's name, `clue` the clue's
+//! byte first). A message with an attachment adds `len(attachment) ‖ attachment` after the
+//! payload ([`Postage::with_attachment`]), so a stamp cannot be moved to another attachment; one
+//! without hashes exactly the input above. `tag` is [`POSTAGE_TAG`], `set` the parameter set's name, `clue` the clue's
 //! encoding as posted, `nonce` 8 bytes little-endian, and every `len(…)` a u32 little endian, so
 //! that no two different messages hash the same input. Checking costs one SHA-256 of about
 //! 2.2 KB (omr-v1); finding a stamp costs 2^bits hashes on average. [`Postage`] keeps the hash
@@ -41,6 +43,14 @@ impl Postage {
             absorb(&mut prefix, field);
         }
         Postage { prefix }
+    }
+
+    /// Adds the message's attachment to the stamp hash (nothing when it is empty).
+    pub fn with_attachment(mut self, attachment: &[u8]) -> Postage {
+        if !attachment.is_empty() {
+            absorb(&mut self.prefix, attachment);
+        }
+        self
     }
 
     /// The stamp hash with `nonce`.

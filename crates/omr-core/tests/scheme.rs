@@ -282,6 +282,57 @@ fn a_stamped_message_round_trips_as_version_2_and_an_unstamped_one_stays_version
 }
 
 #[test]
+fn a_message_with_an_attachment_round_trips_as_version_3() {
+    let f = fixture();
+    let plain = Message::new(f.me.clue_key.make_clue(), b"payload".to_vec()).unwrap();
+    let v1 = plain.to_bytes();
+    let attached = plain.clone().with_attachment(vec![7u8; 5000]).unwrap();
+    let v3 = attached.to_bytes();
+    assert_eq!((v3[4], v3.len()), (3, v1.len() + 1 + 4 + 5000));
+    assert_eq!(Message::from_bytes(&v3).unwrap(), attached);
+
+    // Stamped too; the stamp covers the attachment.
+    let mut stamped = attached.clone();
+    stamped.nonce = stamped.postage().search(8, 0..u64::MAX);
+    let bytes = stamped.to_bytes();
+    assert_eq!((bytes[4], bytes.len()), (3, v3.len() + 8));
+    let back = Message::from_bytes(&bytes).unwrap();
+    assert_eq!(back, stamped);
+    assert_eq!(back.postage().check(8, back.nonce), Ok(()));
+    assert_ne!(back.postage().digest(1), plain.postage().digest(1));
+    let mut swapped = back.clone();
+    swapped.attachment[0] ^= 1;
+    assert_ne!(swapped.postage().digest(1), back.postage().digest(1));
+    // Without an attachment the stamp hashes what it always did.
+    assert_eq!(
+        plain.postage().digest(1),
+        plain
+            .clone()
+            .with_attachment(Vec::new())
+            .unwrap()
+            .postage()
+            .digest(1)
+    );
+
+    // Refused: an empty attachment under version 3, a bad flag, a truncated attachment, an
+    // attachment over the limit.
+    let mut empty = v3[..6].to_vec();
+    empty.extend_from_slice(&[0, 0, 0, 0, 0]);
+    empty.extend_from_slice(&v1[6..]);
+    assert!(Message::from_bytes(&empty).is_err());
+    let mut flag = v3.clone();
+    flag[6] = 2;
+    assert!(Message::from_bytes(&flag).is_err());
+    for cut in [7, 11, 12, 5000, v3.len() - 1] {
+        assert!(Message::from_bytes(&v3[..cut]).is_err(), "cut at {cut}");
+    }
+    let limit = omr_core::message::MAX_ATTACHMENT_BYTES;
+    assert!(plain.clone().with_attachment(vec![0; limit + 1]).is_err());
+    let largest = plain.with_attachment(vec![1; limit]).unwrap();
+    assert_eq!(Message::from_bytes(&largest.to_bytes()).unwrap(), largest);
+}
+
+#[test]
 fn detection_is_safe_to_share_across_threads() {
     use rayon::prelude::*;
     let f = fixture();

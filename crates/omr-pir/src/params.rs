@@ -99,16 +99,19 @@ pub struct Shape {
 pub const MAX_DATABASE_BYTES: usize = 1 << 32;
 
 impl Shape {
-    /// The shape of one epoch of attachments: `records` attachments of at most `record_bytes`,
-    /// with 16 chunks per record when the record is at least 16 × 256 bytes, fewer otherwise.
-    pub fn for_attachments(records: usize, record_bytes: usize) -> Result<Shape, PirError> {
-        let mut chunks = 16;
-        while chunks > 1 && (!record_bytes.is_multiple_of(chunks) || record_bytes / chunks < 256) {
-            chunks /= 2;
-        }
+    /// The shape for `records` records of at least `record_bytes`: columns of W bytes, W the
+    /// power of two nearest above `record_bytes / 16` within 256..=4096, and as many chunks as
+    /// that takes. A 64 KiB record is 16 chunks of 4 KiB (`docs/pir/STUDY.md` §3); a record size
+    /// that W does not divide is rounded up to the next multiple of W (the padding is zeros).
+    pub fn for_records(records: usize, record_bytes: usize) -> Result<Shape, PirError> {
+        let rows = record_bytes
+            .div_ceil(16)
+            .next_power_of_two()
+            .clamp(256, 4096);
+        let chunks = record_bytes.div_ceil(rows);
         let shape = Shape {
             records,
-            record_bytes,
+            record_bytes: chunks * rows,
             chunks,
         };
         shape.check()?;
@@ -169,7 +172,7 @@ mod tests {
 
     #[test]
     fn the_epoch_shape_is_the_studied_one() {
-        let shape = Shape::for_attachments(4096, 64 << 10).unwrap();
+        let shape = Shape::for_records(4096, 64 << 10).unwrap();
         assert_eq!(shape.chunks, 16);
         assert_eq!(shape.rows(), 4096);
         assert_eq!(shape.columns(), 65536);
@@ -184,7 +187,7 @@ mod tests {
     #[test]
     fn the_failure_bound_matches_the_study() {
         // docs/pir/STUDY.md §3: z = 10.4, 2^-77 per byte, 2^-61 per 64 KiB record.
-        let shape = Shape::for_attachments(4096, 64 << 10).unwrap();
+        let shape = Shape::for_records(4096, 64 << 10).unwrap();
         let byte = PIR_V1.log2_byte_failure(shape.columns());
         let record = PIR_V1.log2_record_failure(&shape);
         assert!((-78.0..-76.0).contains(&byte), "{byte}");
@@ -193,17 +196,24 @@ mod tests {
     }
 
     #[test]
-    fn small_records_take_fewer_chunks() {
-        assert_eq!(Shape::for_attachments(10, 1000).unwrap().chunks, 2);
-        assert_eq!(Shape::for_attachments(10, 100).unwrap().chunks, 1);
-        assert_eq!(Shape::for_attachments(10, 4096).unwrap().chunks, 16);
+    fn small_records_take_fewer_chunks_and_odd_sizes_round_up() {
+        let shape = |bytes| {
+            let s = Shape::for_records(10, bytes).unwrap();
+            (s.chunks, s.rows(), s.record_bytes)
+        };
+        assert_eq!(shape(1000), (4, 256, 1024));
+        assert_eq!(shape(100), (1, 256, 256));
+        assert_eq!(shape(4096), (16, 256, 4096));
+        // An attachment of 64 KiB with its 4-byte length: one more chunk of the same width.
+        assert_eq!(shape(65536 + 4), (17, 4096, 69632));
+        assert_eq!(shape(1 << 20), (256, 4096, 1 << 20));
     }
 
     #[test]
     fn bad_shapes_are_refused() {
-        assert!(Shape::for_attachments(0, 4096).is_err());
-        assert!(Shape::for_attachments(4096, 0).is_err());
-        assert!(Shape::for_attachments(1 << 20, 1 << 13).is_err());
+        assert!(Shape::for_records(0, 4096).is_err());
+        assert!(Shape::for_records(4096, 0).is_err());
+        assert!(Shape::for_records(1 << 20, 1 << 13).is_err());
         let uneven = Shape {
             records: 4,
             record_bytes: 100,

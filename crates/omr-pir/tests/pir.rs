@@ -24,7 +24,7 @@ fn padded(record: &[u8], size: usize) -> Vec<u8> {
 fn every_record_comes_back() {
     let mut rng = ChaCha20Rng::seed_from_u64(11);
     for (records, record_bytes) in [(24, 4096), (7, 1000), (5, 100), (1, 256)] {
-        let shape = Shape::for_attachments(records, record_bytes).unwrap();
+        let shape = Shape::for_records(records, record_bytes).unwrap();
         let data = random_records(&mut rng, shape);
         let db = Database::from_records(&PIR_V1, shape, data.iter().map(|r| &r[..])).unwrap();
         let hint = Hint::from_bytes(&db.preprocess(rng.gen()).to_bytes()).unwrap();
@@ -33,7 +33,11 @@ fn every_record_comes_back() {
             let query = Query::from_bytes(&query.to_bytes()).unwrap();
             let answer = Answer::from_bytes(&db.answer(&query).unwrap().to_bytes()).unwrap();
             let got = hint.decode(&fetch, &answer).unwrap();
-            assert_eq!(got, padded(record, record_bytes), "record {i} of {shape:?}");
+            assert_eq!(
+                got,
+                padded(record, shape.record_bytes),
+                "record {i} of {shape:?}"
+            );
         }
     }
 }
@@ -41,7 +45,7 @@ fn every_record_comes_back() {
 #[test]
 fn a_dummy_fetch_decodes_some_record() {
     let mut rng = ChaCha20Rng::seed_from_u64(12);
-    let shape = Shape::for_attachments(9, 512).unwrap();
+    let shape = Shape::for_records(9, 512).unwrap();
     let data = random_records(&mut rng, shape);
     let db = Database::from_records(&PIR_V1, shape, data.iter().map(|r| &r[..])).unwrap();
     let hint = db.preprocess(rng.gen());
@@ -53,7 +57,7 @@ fn a_dummy_fetch_decodes_some_record() {
 #[test]
 fn queries_do_not_depend_on_the_record() {
     let mut rng = ChaCha20Rng::seed_from_u64(13);
-    let shape = Shape::for_attachments(8, 512).unwrap();
+    let shape = Shape::for_records(8, 512).unwrap();
     let db = Database::new(&PIR_V1, shape).unwrap();
     let hint = db.preprocess(rng.gen());
     let lengths: Vec<usize> = (0..8)
@@ -93,8 +97,8 @@ fn queries_do_not_depend_on_the_record() {
 #[test]
 fn mismatched_queries_and_records_are_refused() {
     let mut rng = ChaCha20Rng::seed_from_u64(14);
-    let small = Database::new(&PIR_V1, Shape::for_attachments(4, 512).unwrap()).unwrap();
-    let other = Database::new(&PIR_V1, Shape::for_attachments(5, 512).unwrap()).unwrap();
+    let small = Database::new(&PIR_V1, Shape::for_records(4, 512).unwrap()).unwrap();
+    let other = Database::new(&PIR_V1, Shape::for_records(5, 512).unwrap()).unwrap();
     let hint = small.preprocess(rng.gen());
     assert!(matches!(
         hint.query(4, &mut rng),
@@ -118,7 +122,7 @@ fn mismatched_queries_and_records_are_refused() {
         Err(PirError::Mismatch { .. })
     ));
 
-    let mut db = Database::new(&PIR_V1, Shape::for_attachments(2, 256).unwrap()).unwrap();
+    let mut db = Database::new(&PIR_V1, Shape::for_records(2, 256).unwrap()).unwrap();
     assert!(matches!(
         db.set_record(2, b"x"),
         Err(PirError::NoSuchRecord { .. })
@@ -132,7 +136,7 @@ fn mismatched_queries_and_records_are_refused() {
 #[test]
 fn encodings_refuse_junk() {
     let mut rng = ChaCha20Rng::seed_from_u64(15);
-    let shape = Shape::for_attachments(3, 512).unwrap();
+    let shape = Shape::for_records(3, 512).unwrap();
     let db = Database::new(&PIR_V1, shape).unwrap();
     let hint = db.preprocess(rng.gen());
     let (query, _) = hint.query(2, &mut rng).unwrap();

@@ -79,6 +79,22 @@ impl Application {
                 omr_core::MAX_POSTAGE_BITS
             );
         }
+        if config.max_attachment_bytes > omr_core::message::MAX_ATTACHMENT_BYTES {
+            anyhow::bail!(
+                "max_attachment_bytes = {} is over the maximum of {} (1 MiB): a PIR fetch's \
+                 upload grows with its square. Use 0 (no attachments) up to {}",
+                config.max_attachment_bytes,
+                omr_core::message::MAX_ATTACHMENT_BYTES,
+                omr_core::message::MAX_ATTACHMENT_BYTES
+            );
+        }
+        if config.max_attachment_bytes > 0 {
+            crate::pir::epoch_shape(
+                config.epoch_len.clamp(1, params.max_range),
+                config.max_attachment_bytes,
+            )
+            .map_err(anyhow::Error::msg)?;
+        }
         let admin_token_hash = config.resolve_admin_token()?.map(|t| t.sha256());
         let tls = config.load_tls()?;
         let hangup = tls.as_ref().and_then(|_| Tls::listen_for_hangup());
@@ -108,7 +124,9 @@ impl Application {
         );
         let lease_secs = config.lease_secs;
         let presence = crate::presence::Presence::new(&config);
+        let pir = crate::pir::PirEpochs::new(config.pir_cached_epochs);
         let state = Arc::new(AppState {
+            pir,
             config,
             params,
             store,

@@ -63,6 +63,13 @@ pub struct Config {
     /// leading zero bits (a proof of work of 2^bits hashes on average; at most 32). 0 (default):
     /// no postage.
     pub postage_bits: u32,
+    /// Largest attachment a message may carry, in bytes (default 65,536; at most 1 MiB; 0: no
+    /// attachments). Attachments are fetched by PIR once their epoch (`epoch_len` messages)
+    /// closes; every epoch's PIR database pads each to this size.
+    pub max_attachment_bytes: usize,
+    /// Attachment epochs whose PIR database (`epoch_len` × about `max_attachment_bytes`, plus
+    /// the hint) a process keeps built in memory (default 2); others are rebuilt on demand.
+    pub pir_cached_epochs: usize,
     /// Most messages the group-commit writer puts in one transaction.
     pub max_commit_messages: usize,
     /// Seconds to wait for in-flight work at shutdown.
@@ -192,6 +199,8 @@ impl Default for Config {
             admin_token_file: None,
             max_batch_messages: 1000,
             postage_bits: 0,
+            max_attachment_bytes: 64 * 1024,
+            pir_cached_epochs: 2,
             max_commit_messages: 4096,
             shutdown_timeout_secs: 30,
             role: Role::Both,
@@ -249,6 +258,8 @@ pub const KEYS: &[&str] = &[
     "admin_token_file",
     "max_batch_messages",
     "postage_bits",
+    "max_attachment_bytes",
+    "pir_cached_epochs",
     "max_commit_messages",
     "shutdown_timeout_secs",
     "role",

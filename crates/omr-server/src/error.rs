@@ -168,8 +168,10 @@ impl ServiceError {
             | ErrorCode::ParamSetMismatch
             | ErrorCode::EmptyBatch
             | ErrorCode::TlsRequired
+            | ErrorCode::MalformedPirQuery
             | ErrorCode::UnsupportedMediaType => Code::InvalidArgument,
-            ErrorCode::PayloadTooLarge
+            ErrorCode::AttachmentTooLarge
+            | ErrorCode::PayloadTooLarge
             | ErrorCode::BodyTooLarge
             | ErrorCode::BatchTooLarge
             | ErrorCode::KeyTooLarge
@@ -180,10 +182,13 @@ impl ServiceError {
             ErrorCode::Forbidden | ErrorCode::InviteInvalid | ErrorCode::AdminForbidden => {
                 Code::PermissionDenied
             }
-            ErrorCode::UnknownKey | ErrorCode::AdminDisabled => Code::NotFound,
+            ErrorCode::UnknownKey | ErrorCode::AdminDisabled | ErrorCode::UnknownEpoch => {
+                Code::NotFound
+            }
             ErrorCode::UploadTimeout | ErrorCode::RequestTimeout => Code::DeadlineExceeded,
             ErrorCode::RateLimited => Code::ResourceExhausted,
             ErrorCode::StartIndexRetired
+            | ErrorCode::EpochOpen
             | ErrorCode::PostageRequired
             | ErrorCode::PostageInvalid => Code::FailedPrecondition,
             ErrorCode::Busy | ErrorCode::Unavailable | ErrorCode::Overloaded => Code::Unavailable,

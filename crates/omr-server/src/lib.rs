@@ -19,6 +19,7 @@ pub mod ingest;
 pub mod invites;
 pub mod key_state;
 pub mod metrics;
+pub mod pir;
 pub mod presence;
 pub mod progress;
 pub mod state;

@@ -7,9 +7,11 @@ use prometheus::{
 
 mod admission;
 mod detection;
+mod pir;
 
 pub use admission::AdmissionMetrics;
 pub use detection::DetectionMetrics;
+pub use pir::PirMetrics;
 
 /// Every metric omrd exports.
 #[derive(Debug, Clone)]
@@ -51,6 +53,8 @@ pub struct Metrics {
     pub detection: DetectionMetrics,
     /// Rate limits, load shedding and connections.
     pub admission: AdmissionMetrics,
+    /// Attachment epochs built and served by PIR.
+    pub pir: PirMetrics,
     /// Calls waiting for a key's next detected message now (HTTP long-polls, gRPC watches).
     pub key_waiters: IntGauge,
     /// Time to load a detection key into memory, by source (`disk`: its expanded file;
@@ -247,6 +251,7 @@ impl Metrics {
         }
         let detection = DetectionMetrics::new(&registry);
         let admission = AdmissionMetrics::new(&registry);
+        let pir = PirMetrics::new(&registry);
         Metrics {
             registry,
             messages_accepted,
@@ -267,6 +272,7 @@ impl Metrics {
             leased_keys,
             detection,
             admission,
+            pir,
             key_waiters,
             key_load_seconds,
             key_load_bytes,

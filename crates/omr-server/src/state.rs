@@ -43,6 +43,8 @@ pub struct AppState {
     /// The SHA-256 of the admin API's token (`admin_token` / `admin_token_file`); `None`: the
     /// admin API is off. The token itself is not kept.
     pub admin_token_hash: Option<[u8; 32]>,
+    /// Attachment epochs built for PIR.
+    pub pir: crate::pir::PirEpochs,
     /// Which recipients are online (throttled writes to the store).
     pub presence: Presence,
     /// Each key's cursor as commits move it, for calls waiting for a key's next message.

@@ -14,6 +14,8 @@ const INSERT_ROWS: usize = 1000;
 pub struct NewMessage {
     pub clue: Vec<u8>,
     pub payload: Vec<u8>,
+    /// Its attachment, stored apart from the board (`attachments`); empty: none.
+    pub attachment: Vec<u8>,
 }
 
 /// A message read back from the board.
@@ -63,6 +65,15 @@ impl Store {
                     .bind(received);
             }
             q.execute(&mut *tx).await?;
+        }
+        for (k, m) in messages.iter().enumerate() {
+            if !m.attachment.is_empty() {
+                sqlx::query("INSERT INTO attachments (idx, bytes) VALUES ($1, $2)")
+                    .bind(first + k as i64)
+                    .bind(m.attachment.clone())
+                    .execute(&mut *tx)
+                    .await?;
+            }
         }
         if self.backend() == Backend::Postgres {
             // Delivered at commit to every process listening on `BOARD_CHANNEL` (their

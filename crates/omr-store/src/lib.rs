@@ -19,6 +19,7 @@
 //! the `testing` feature,
 //! `testing` (a fresh database per test).
 
+mod attachments;
 mod backend;
 mod balance;
 mod board;

@@ -2,6 +2,7 @@
 //! heavy dependencies are linked once rather than once per file.
 
 mod admission;
+mod attachments;
 mod board;
 mod capacity;
 mod detection;

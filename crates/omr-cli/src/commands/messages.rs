@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use base64::Engine as _;
 use clap::Args;
 use omr_client::keydir::{self, DigestState, KeyDir, Registration};
-use omr_client::{Address, Client, ClientOptions, Letter, Progress, Received, Retrieval, SealKey};
+use omr_client::{Address, Client, ClientOptions, Progress, SealKey};
 use omr_core::SecretKey;
 use serde_json::json;
 
+use super::attachments;
+use super::letters::{message_json, open, print_message, seal_key, write_payloads};
 use crate::ui::{self, Ui};
 use crate::{print_json, KeysDir, Servers};
 
@@ -39,6 +40,10 @@ pub struct SendArgs {
     /// The payload as text.
     #[arg(long, value_name = "TEXT")]
     message: Option<String>,
+    /// Attach FILE (up to the server's max_attachment_bytes less 50 bytes of seal), sealed to
+    /// the recipient like the payload; the recipient fetches it by PIR once its epoch closes.
+    #[arg(long, value_name = "FILE", conflicts_with = "plaintext")]
+    attach: Option<PathBuf>,
     /// Threads that search for the postage stamp when the server asks for one (0: every core).
     #[arg(long, value_name = "N", default_value_t = 0)]
     postage_threads: usize,
@@ -105,6 +110,13 @@ pub async fn send(a: SendArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         omr_core::validate_payload(clue_key.params(), &payload)
             .with_context(|| format!("payload for {}", a.to))?;
     }
+    let attachment = match &a.attach {
+        Some(path) => Some(
+            std::fs::read(path)
+                .with_context(|| format!("cannot read attachment {}", path.display()))?,
+        ),
+        None => None,
+    };
     let options = ClientOptions {
         postage_threads: a.postage_threads,
         ..ClientOptions::default()
@@ -123,9 +135,12 @@ pub async fn send(a: SendArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
             })
         })
     };
-    let sent = match &seal_to {
-        Some(address) => client.send_to(address, &payload, Some(progress)).await,
-        None => {
+    let sent = match (&seal_to, &attachment) {
+        (Some(address), Some(file)) => {
+            (client.send_with_attachment(address, &payload, file, Some(progress))).await
+        }
+        (Some(address), None) => client.send_to(address, &payload, Some(progress)).await,
+        (None, _) => {
             client
                 .send_stamped(&clue_key, &payload, Some(progress))
                 .await
@@ -147,6 +162,7 @@ pub async fn send(a: SendArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
             "index": sent.index,
             "payload_bytes": payload.len(),
             "sealed": seal_to.is_some(),
+            "attachment_bytes": attachment.as_ref().map(Vec::len),
             "postage": postage,
         }));
     } else {
@@ -171,7 +187,8 @@ pub struct DigestArgs {
     keys: KeysDir,
     #[command(flatten)]
     servers: Servers,
-    /// Also write each message's payload to DIR/INDEX.bin.
+    /// Also write each message's payload to DIR/INDEX.bin, and fetch attachments by PIR to
+    /// DIR/INDEX.attachment (one per closed epoch per call; the rest on the next call).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Start from this board index instead of where the last call stopped.
@@ -208,13 +225,20 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let elapsed = started.elapsed();
     let letters = open(seal.as_ref(), &got);
     write_payloads(a.out.as_deref(), &letters)?;
+    attachments::collect(&mut state, &letters);
     // Only now that the payloads are safe is the state advanced on disk.
     dir.save_digest_state(&state)?;
+    let out = a.out.as_deref();
+    let fetched =
+        attachments::fetch(&client, seal.as_ref(), &mut state, out, got.board_head, &ui).await;
+    dir.save_digest_state(&state)?;
+    let fetched = fetched?;
     if json {
         let mut v = serde_json::to_value(&got).expect("serializable");
         v["key_id"] = json!(reg.key_id);
         v["elapsed_ms"] = json!(elapsed.as_secs_f64() * 1e3);
         v["messages"] = letters.iter().map(message_json).collect();
+        v["attachments"] = fetched.iter().map(attachments::Outcome::json).collect();
         print_json(&v);
     } else {
         println!(
@@ -233,6 +257,7 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         for m in &letters {
             print_message(m);
         }
+        fetched.iter().for_each(attachments::Outcome::print);
     }
     if a.follow {
         let following = Following {
@@ -297,6 +322,7 @@ impl Following<'_> {
                 .await?;
             let letters = open(self.seal, &got);
             write_payloads(self.out, &letters)?;
+            attachments::collect(&mut state, &letters);
             self.dir.save_digest_state(&state)?;
             for m in &letters {
                 if self.json {
@@ -311,83 +337,4 @@ impl Following<'_> {
             past = state.next_from.max(status.cursor);
         }
     }
-}
-
-/// The key directory's seal key; `None` (with a warning) for a directory made before sealed
-/// payloads, whose sealed messages then cannot be opened.
-fn seal_key(dir: &KeyDir) -> anyhow::Result<Option<SealKey>> {
-    if dir.file(keydir::SEAL_KEY_FILE).exists() {
-        return Ok(Some(dir.seal_key()?));
-    }
-    eprintln!(
-        "warning: {} has no seal.key (made before sealed payloads): sealed messages cannot be opened",
-        dir.path().display()
-    );
-    Ok(None)
-}
-
-/// Open what `got` retrieved with `seal` (without one, sealed payloads stay closed).
-fn open(seal: Option<&SealKey>, got: &Retrieval) -> Vec<Received> {
-    match seal {
-        Some(k) => got.open(k),
-        None => (got.messages.iter())
-            .map(|m| Received {
-                index: m.index,
-                board_bytes: m.payload.len(),
-                letter: match omr_client::seal::is_sealed(&m.payload) {
-                    true => Letter::Unopenable,
-                    false => Letter::Plain(m.payload.clone()),
-                },
-            })
-            .collect(),
-    }
-}
-
-/// With `--out DIR`, write each readable payload (opened, or posted unsealed) to DIR/INDEX.bin.
-fn write_payloads(out: Option<&Path>, letters: &[Received]) -> anyhow::Result<()> {
-    let Some(out) = out else {
-        return Ok(());
-    };
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    for m in letters {
-        let Some(bytes) = m.letter.bytes() else {
-            continue;
-        };
-        let path = out.join(format!("{}.bin", m.index));
-        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(())
-}
-
-/// One retrieved message as text: index, size, a preview of the payload; a payload posted
-/// unsealed is marked, one that cannot be opened says so instead.
-fn print_message(m: &Received) {
-    match &m.letter {
-        Letter::Opened(b) => println!("  #{:<8} {:>5} B  {}", m.index, b.len(), ui::preview(b)),
-        Letter::Plain(b) => println!(
-            "  #{:<8} {:>5} B  {}  [unsealed: anyone could read it]",
-            m.index,
-            b.len(),
-            ui::preview(b)
-        ),
-        Letter::Unopenable => println!(
-            "  #{:<8} {:>5} B  [sealed, and this key cannot open it: a false positive of detection, or a forgery]",
-            m.index, m.board_bytes
-        ),
-    }
-}
-
-/// One retrieved message as JSON: `sealed` (was it), `opened` (could this key read it), and the
-/// readable payload (`payload_base64`, `text`; null when it cannot be opened).
-fn message_json(m: &Received) -> serde_json::Value {
-    let bytes = m.letter.bytes();
-    json!({
-        "index": m.index,
-        "bytes": bytes.map_or(m.board_bytes, <[u8]>::len),
-        "board_bytes": m.board_bytes,
-        "sealed": m.letter.was_sealed(),
-        "opened": matches!(m.letter, Letter::Opened(_)),
-        "payload_base64": bytes.map(|b| base64::engine::general_purpose::STANDARD.encode(b)),
-        "text": bytes.and_then(|b| std::str::from_utf8(b).ok()),
-    })
 }

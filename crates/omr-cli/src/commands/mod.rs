@@ -2,9 +2,11 @@
 //! delete), `messages` (send, digest), `bench`, `capacity` (`omr bench-capacity`), `postage`
 //! (`omr bench-postage`), `pir` (`omr bench-pir`).
 
+mod attachments;
 mod bench;
 mod capacity;
 mod keys;
+mod letters;
 mod messages;
 mod pir;
 mod postage;

@@ -36,7 +36,7 @@ pub struct PirBenchArgs {
 }
 
 pub async fn bench_pir(a: PirBenchArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
-    let mut shape = Shape::for_attachments(a.records, a.record_bytes)?;
+    let mut shape = Shape::for_records(a.records, a.record_bytes)?;
     if let Some(chunks) = a.chunks {
         shape.chunks = chunks;
         shape.check()?;
@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn a_small_run_reports_its_sizes_and_checks_every_fetch() {
-        let shape = Shape::for_attachments(8, 4096).unwrap();
+        let shape = Shape::for_records(8, 4096).unwrap();
         let r = run(shape, 2, &|_| {}).unwrap();
         assert_eq!(
             r["hint_bytes"].as_u64(),

@@ -1,6 +1,7 @@
 //! One test binary for crates/omr-cli's integration tests (each file below is a
 //! module), so that the heavy dependencies are linked once rather than once per file.
 
+mod attach;
 mod common;
 mod errors;
 mod flow;

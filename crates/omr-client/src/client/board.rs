@@ -95,7 +95,16 @@ impl Client {
         payload: &[u8],
         progress: Option<Progress>,
     ) -> Result<Sent> {
-        let mut message = Message::new(to.make_clue(), payload.to_vec())?;
+        let message = Message::new(to.make_clue(), payload.to_vec())?;
+        self.send_message(message, progress).await
+    }
+
+    /// Stamp `message` as the server asks and post it (see [`Client::send_stamped`]).
+    pub(super) async fn send_message(
+        &self,
+        mut message: Message,
+        progress: Option<Progress>,
+    ) -> Result<Sent> {
         let mut bits = self.postage_bits().await?;
         let mut asked_again = false;
         loop {
@@ -192,6 +201,7 @@ impl Client {
                     clue: b64(&m.clue.to_bytes()),
                     payload: b64(&m.payload),
                     nonce: m.nonce,
+                    attachment: (!m.attachment.is_empty()).then(|| b64(&m.attachment)),
                 })
                 .collect(),
         };

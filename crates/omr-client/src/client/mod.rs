@@ -5,6 +5,7 @@
 //! `digest` (downloading digests), `watch` (waiting for a key's next detected messages);
 //! `transport` maps HTTP and gRPC failures to [`Error`].
 
+mod attach;
 mod board;
 mod digest;
 mod registry;

@@ -20,7 +20,7 @@ pub enum Limit {
     Messages,
     /// `GET /v1/messages`.
     BoardReads,
-    /// `GET /v1/digests/{key}` and gRPC `GetDigest`.
+    /// `GET /v1/digests/{key}`, gRPC `GetDigest`, and the PIR hint and query routes.
     Digests,
 }
 

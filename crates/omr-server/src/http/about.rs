@@ -12,7 +12,7 @@ use omr_api::http::{
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{admin, board};
+use super::{admin, board, pir};
 use crate::error::ServiceError;
 use crate::state::AppState;
 
@@ -30,7 +30,9 @@ use crate::state::AppState;
         get_params,
         crate::digests::get_digest,
         crate::status::get_key_status,
-        admin::create_invite
+        admin::create_invite,
+        pir::get_hint,
+        pir::post_query
     ),
     components(schemas(
         MessageIn,
@@ -89,5 +91,9 @@ pub(super) async fn get_params(
         board_head: head,
         postage_bits: state.config.postage_bits,
         invite_required: state.config.registration == crate::config::Registration::Invite,
+        max_attachment_bytes: state.config.max_attachment_bytes,
+        epoch_len: state.config.epoch_len.clamp(1, p.max_range),
+        pir_params: (state.config.max_attachment_bytes > 0)
+            .then(|| omr_pir::PIR_V1.name.to_string()),
     }))
 }

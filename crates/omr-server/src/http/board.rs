@@ -34,7 +34,7 @@ const MAX_READ: u32 = 1000;
         (status = 201, body = Posted, description = "Committed"),
         (status = 400, body = ErrorBody, description = "Malformed clue, payload or JSON; wrong parameter set"),
         (status = 402, body = ErrorBody, description = "Postage is on (`postage_bits` > 0) and the message has no stamp (`postage_required`) or one that falls short (`postage_invalid`): nothing stored"),
-        (status = 413, body = ErrorBody, description = "Body or payload too large"),
+        (status = 413, body = ErrorBody, description = "Body, payload or attachment too large (`attachment_too_large`: over max_attachment_bytes): nothing stored"),
         (status = 415, body = ErrorBody, description = "Unsupported Content-Type"),
         (status = 429, body = ErrorBody, description = "This client's rate limit: nothing stored; retry after Retry-After seconds"),
     )
@@ -47,8 +47,9 @@ pub(super) async fn post_message(
 ) -> Response {
     let result = async {
         let kind = body_kind(&headers)?;
-        let bytes = read_body(&headers, body, SINGLE_BODY_LIMIT).await?;
-        let message = body::message(body::Rules::of(&state), kind, &bytes)?;
+        let rules = body::Rules::of(&state);
+        let bytes = read_body(&headers, body, rules.single_body_limit()).await?;
+        let message = body::message(rules, kind, &bytes)?;
         // Checked once the message is known good, so that a refused one takes no token.
         let client = state.admission.http_client(peer, &headers);
         state

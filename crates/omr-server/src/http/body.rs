@@ -18,11 +18,13 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 
 use crate::error::ServiceError;
 
-/// What a posted message must satisfy: the server's parameter set, and its postage (0: off).
+/// What a posted message must satisfy: the server's parameter set, its postage (0: off) and
+/// its largest attachment (0: none taken).
 #[derive(Debug, Clone, Copy)]
 pub struct Rules {
     pub params: &'static ParamSet,
     pub postage_bits: u32,
+    pub max_attachment_bytes: usize,
 }
 
 impl Rules {
@@ -31,11 +33,18 @@ impl Rules {
         Rules {
             params: state.params,
             postage_bits: state.config.postage_bits,
+            max_attachment_bytes: state.config.max_attachment_bytes,
         }
+    }
+
+    /// Largest `POST /v1/messages` body: a message, and the largest attachment in base64.
+    pub fn single_body_limit(&self) -> usize {
+        SINGLE_BODY_LIMIT + self.max_attachment_bytes.div_ceil(3) * 4
     }
 }
 
-/// Largest single-message body (JSON base64 of the largest clue and payload, with room).
+/// Largest single-message body without an attachment (JSON base64 of the largest clue and
+/// payload, with room). A batch may hold this much per message, attachments included.
 pub const SINGLE_BODY_LIMIT: usize = 16 * 1024;
 
 /// How a body is encoded (its Content-Type).
@@ -274,8 +283,22 @@ fn from_json(rules: Rules, m: &MessageIn) -> Result<NewMessage, ServiceError> {
     let decoded = Clue::from_bytes(&clue).map_err(|e| ServiceError::from_omr("clue", e))?;
     check_params(rules.params, decoded.params().name)?;
     validate_payload(rules.params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
-    check_postage(rules, &clue, &payload, m.nonce)?;
-    Ok(NewMessage { clue, payload })
+    let attachment = match &m.attachment {
+        None => Vec::new(),
+        Some(a) => B64.decode(a.as_bytes()).map_err(|e| {
+            ServiceError::new(
+                ErrorCode::MalformedMessage,
+                format!("attachment is not base64: {e}"),
+            )
+        })?,
+    };
+    check_attachment(rules, &attachment)?;
+    check_postage(rules, &clue, &payload, &attachment, m.nonce)?;
+    Ok(NewMessage {
+        clue,
+        payload,
+        attachment,
+    })
 }
 
 /// Decode and validate one binary message (`omr_core::Message` encoding).
@@ -283,11 +306,30 @@ fn from_binary(rules: Rules, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
     let m = Message::from_bytes(bytes).map_err(|e| ServiceError::from_omr("message", e))?;
     check_params(rules.params, m.params().name)?;
     let clue = m.clue.to_bytes();
-    check_postage(rules, &clue, &m.payload, m.nonce)?;
+    check_attachment(rules, &m.attachment)?;
+    check_postage(rules, &clue, &m.payload, &m.attachment, m.nonce)?;
     Ok(NewMessage {
         clue,
         payload: m.payload,
+        attachment: m.attachment,
     })
+}
+
+/// An attachment no longer than `max_attachment_bytes`, and none when that is 0.
+fn check_attachment(rules: Rules, attachment: &[u8]) -> Result<(), ServiceError> {
+    let max = rules.max_attachment_bytes;
+    if attachment.len() <= max {
+        return Ok(());
+    }
+    let why = if max == 0 {
+        "this server takes no attachments (max_attachment_bytes = 0)".to_string()
+    } else {
+        format!(
+            "the attachment is {} bytes; this server takes at most {max} (max_attachment_bytes)",
+            attachment.len()
+        )
+    };
+    Err(ServiceError::new(ErrorCode::AttachmentTooLarge, why))
 }
 
 /// With `postage_bits` > 0, the message's stamp (over the clue bytes as stored): refused with
@@ -297,12 +339,14 @@ fn check_postage(
     rules: Rules,
     clue: &[u8],
     payload: &[u8],
+    attachment: &[u8],
     nonce: Option<u64>,
 ) -> Result<(), ServiceError> {
     if rules.postage_bits == 0 {
         return Ok(());
     }
     Postage::new(rules.params, clue, payload)
+        .with_attachment(attachment)
         .check(rules.postage_bits, nonce)
         .map_err(|e| ServiceError::from_omr("message", e))
 }
@@ -329,6 +373,7 @@ mod tests {
         let rules = Rules {
             params: &INSECURE_TEST,
             postage_bits: 0,
+            max_attachment_bytes: 0,
         };
         batch(rules, BodyKind::Json, body.as_bytes(), max).map_err(|e| e.code)
     }

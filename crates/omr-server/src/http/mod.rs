@@ -3,14 +3,15 @@
 //! This module builds the router and records latency; `board` posts and reads messages, `body`
 //! reads and validates request bodies, `probes` answers readiness and metrics, `about` serves
 //! the parameters and the OpenAPI document, `admin` mints invite codes (admin token),
-//! `overload` sheds load and times requests out on the API routes, and `serve` runs the router
-//! on a listener (connection bound, header timeout).
+//! `pir` serves attachment epochs by PIR, `overload` sheds load and times requests out on the
+//! API routes, and `serve` runs the router on a listener (connection bound, header timeout).
 
 mod about;
 mod admin;
 mod board;
 pub mod body;
 mod overload;
+mod pir;
 mod probes;
 pub mod serve;
 
@@ -47,6 +48,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/params", get(about::get_params))
         .route("/v1/digests/{key_id}", get(crate::digests::get_digest))
         .route("/v1/admin/invites", post(admin::create_invite))
+        .route("/v1/pir/{epoch}/hint", get(pir::get_hint))
+        .route("/v1/pir/{epoch}/query", post(pir::post_query))
         .route("/openapi.json", get(about::openapi));
     // A long-poll waits up to MAX_WAIT_SECS for detection before its answer.
     let long_poll = Router::new().route(
@@ -82,6 +85,8 @@ fn route_label(path: &str) -> String {
         | "/metrics" | "/openapi.json" | "/v1/admin/invites" => path.to_string(),
         r if r.starts_with("/v1/digests/") => "/v1/digests".to_string(),
         r if r.starts_with("/v1/keys/") && r.ends_with("/status") => "/v1/keys/status".to_string(),
+        r if r.starts_with("/v1/pir/") && r.ends_with("/hint") => "/v1/pir/hint".to_string(),
+        r if r.starts_with("/v1/pir/") && r.ends_with("/query") => "/v1/pir/query".to_string(),
         _ => "other".to_string(),
     }
 }

@@ -1,5 +1,6 @@
 //! Retention: every `retention_interval_secs`, delete board messages and accumulators older than
-//! the configured windows, in small batches.
+//! the configured windows, and the attachments of whole epochs whose digests are gone, in small
+//! batches.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,10 +34,36 @@ pub async fn retention(state: Arc<AppState>, cancel: CancellationToken) {
         else {
             return;
         };
-        if messages + epochs > 0 {
-            tracing::info!(messages, epochs, "retention applied");
+        let attachments = delete_attachments(&state, head).await;
+        if messages + epochs + attachments > 0 {
+            tracing::info!(messages, epochs, attachments, "retention applied");
         }
     }
+}
+
+/// Delete, in batches, the attachments of the epochs that end before the digests kept (a
+/// recipient that cannot get a digest cannot learn an index to fetch); how many went.
+async fn delete_attachments(state: &AppState, head: u64) -> u64 {
+    let len = crate::pir::epoch_len(state);
+    let before = crate::pir::attachments_retired_below(&state.config, len, head);
+    let mut deleted = 0;
+    if before == 0 {
+        return 0;
+    }
+    loop {
+        match (state.store)
+            .delete_attachments_before(before, len, RETENTION_BATCH)
+            .await
+        {
+            Ok(0) => break,
+            Ok(n) => deleted += n,
+            Err(e) => {
+                tracing::warn!(error = %e, "retention: deleting attachments failed");
+                break;
+            }
+        }
+    }
+    deleted
 }
 
 /// (keep messages from, delete accumulators ending at or before) for board head `head`.

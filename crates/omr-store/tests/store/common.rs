@@ -10,6 +10,7 @@ pub fn messages(tag: &str, n: usize) -> Vec<NewMessage> {
         .map(|i| NewMessage {
             clue: format!("clue {tag} {i}").into_bytes(),
             payload: format!("payload {tag} {i}").into_bytes(),
+            attachment: Vec::new(),
         })
         .collect()
 }

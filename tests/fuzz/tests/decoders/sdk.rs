@@ -101,6 +101,11 @@ pub fn digest_state_file() -> Decoder {
         key_id: registration().key_id,
         next_from: 96,
         seen: BTreeSet::from([64, 70, 95]),
+        pending_attachments: vec![omr_client::PendingAttachment {
+            index: 70,
+            bytes: 5000,
+            sha256: "ab".repeat(32),
+        }],
     };
     from_file(
         "digest-state.json",
@@ -154,6 +159,9 @@ pub fn params_body() -> Decoder {
             invite_required: true,
             max_batch_messages: 1000,
             board_head: 12345,
+            max_attachment_bytes: 65536,
+            epoch_len: 4096,
+            pir_params: Some("pir-v1".into()),
         }],
     )
 }

@@ -18,6 +18,7 @@ use omr_server::http::body::{self, BodyKind, Rules, SINGLE_BODY_LIMIT};
 const RULES: Rules = Rules {
     params: &INSECURE_TEST,
     postage_bits: 0,
+    max_attachment_bytes: 64 * 1024,
 };
 use prost::Message as _;
 
@@ -42,6 +43,7 @@ fn json_message(encoded: &[u8]) -> MessageIn {
         clue: B64.encode(m.clue.to_bytes()),
         payload: B64.encode(&m.payload),
         nonce: m.nonce,
+        attachment: (!m.attachment.is_empty()).then(|| B64.encode(&m.attachment)),
     }
 }
 
@@ -82,6 +84,7 @@ pub fn message_binary_stamped() -> Decoder {
     let rules = Rules {
         params: &INSECURE_TEST,
         postage_bits: STAMP_BITS,
+        max_attachment_bytes: 64 * 1024,
     };
     let valid = insecure().stamped.clone();
     Decoder::new("POST /v1/messages (binary, stamped)", valid, move |b| {

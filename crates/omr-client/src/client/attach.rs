@@ -1,0 +1,142 @@
+//! Attachments: sent sealed beside a sealed letter that names them ([`Client::send_with_attachment`]),
+//! and fetched by PIR once their epoch has closed ([`Client::fetch_attachment`]): the server
+//! answers a query for one record of the epoch's database without learning which.
+//!
+//! A fetch downloads the epoch's hint (about 10 MiB for 4,096 attachments of 64 KiB), uploads
+//! one query per chunk of a record (about 4.5 MiB) and downloads their answer (about 136 KiB).
+//! The record holds the attachment framed by its length (u32 LE); the letter's reference checks
+//! its length and SHA-256 before it is opened.
+
+use std::sync::Arc;
+
+use omr_pir::{Answer, Hint, Shape, PIR_V1};
+
+use super::{Client, Progress, Sent};
+use crate::address::Address;
+use crate::error::{Api, Error, Result};
+use crate::seal::{AttachmentRef, SealKey, ATTACHMENT_REF_LEN, SEAL_OVERHEAD};
+
+/// Bytes of the length that frames an attachment in its PIR record (omrd's framing).
+const FRAME_BYTES: usize = 4;
+
+impl Client {
+    /// Seal `attachment` to the recipient at `to`, seal `letter` with the attachment's
+    /// reference, and post both as one message (stamped when the server asks for postage). The
+    /// attachment is fetched by PIR once its epoch closes; the letter arrives with the digest.
+    pub async fn send_with_attachment(
+        &self,
+        to: &Address,
+        letter: &[u8],
+        attachment: &[u8],
+        progress: Option<Progress>,
+    ) -> Result<Sent> {
+        let max_letter =
+            (to.clue_key.params().payload_bytes).saturating_sub(SEAL_OVERHEAD + ATTACHMENT_REF_LEN);
+        if letter.len() > max_letter {
+            return Err(Error::SealedPayloadTooLarge {
+                bytes: letter.len(),
+                max: max_letter,
+            });
+        }
+        let max = self.params().await?.max_attachment_bytes;
+        if attachment.len() + SEAL_OVERHEAD > max {
+            return Err(Error::AttachmentTooLarge {
+                url: self.http_url.clone(),
+                bytes: attachment.len(),
+                max: max.saturating_sub(SEAL_OVERHEAD),
+            });
+        }
+        let (sealed, reference) = to.seal.seal_attachment(attachment);
+        let payload = to.seal.seal_with_attachment(letter, &reference);
+        let message =
+            omr_core::Message::new(to.clue_key.make_clue(), payload)?.with_attachment(sealed)?;
+        self.send_message(message, progress).await
+    }
+
+    /// Fetch the attachment of board message `index` by PIR from its (closed) epoch, check it
+    /// against `reference` (from the message's letter) and open it with `seal`. The server
+    /// learns that this client fetched one attachment of the epoch, not which. `progress` sees
+    /// the hint's download.
+    ///
+    /// An epoch that has not closed yet is refused by the server (`Error::Rejected` with code
+    /// `epoch_open`): fetch again once the board has passed its end.
+    pub async fn fetch_attachment(
+        &self,
+        seal: &SealKey,
+        index: u64,
+        reference: &AttachmentRef,
+        progress: Option<Progress>,
+    ) -> Result<Vec<u8>> {
+        let params = self.params().await?;
+        if params.max_attachment_bytes == 0 || params.epoch_len == 0 {
+            return Err(Error::NoAttachments {
+                url: self.http_url.clone(),
+            });
+        }
+        let epoch = index / params.epoch_len;
+        let shape = Shape::for_records(
+            params.epoch_len as usize,
+            params.max_attachment_bytes + FRAME_BYTES,
+        )
+        .map_err(|e| self.protocol(Api::Http, format!("its attachment settings: {e}")))?;
+        let hint = Arc::new(self.pir_hint(epoch, shape, progress).await?);
+        let record = (index % params.epoch_len) as usize;
+        let h = hint.clone();
+        let (query, fetch) =
+            tokio::task::spawn_blocking(move || h.query(record, &mut rand::rngs::OsRng))
+                .await
+                .map_err(|e| self.protocol(Api::Http, format!("making the PIR query: {e}")))?
+                .map_err(|e| self.protocol(Api::Http, format!("making the PIR query: {e}")))?;
+        let body = query.to_bytes();
+        let url = self.url(&format!("/v1/pir/{epoch}/query"));
+        let answer = self
+            .retrying(|| async {
+                let req = (self.http.post(&url))
+                    .header("content-type", "application/octet-stream")
+                    .body(body.clone());
+                let r = self.http_check(self.http_send(req).await?, "").await?;
+                self.read_capped(r, shape.answer_bytes(&PIR_V1) as u64, None)
+                    .await
+            })
+            .await?;
+        let answer = Answer::from_bytes(&answer)
+            .map_err(|e| self.protocol(Api::Http, format!("the PIR answer: {e}")))?;
+        let record = tokio::task::spawn_blocking(move || hint.decode(&fetch, &answer))
+            .await
+            .map_err(|e| self.protocol(Api::Http, format!("decoding the PIR answer: {e}")))?
+            .map_err(|e| self.protocol(Api::Http, format!("the PIR answer: {e}")))?;
+        let bad = |reason: String| Error::Attachment { index, reason };
+        let len = u32::from_le_bytes(record[..FRAME_BYTES].try_into().expect("4 bytes")) as usize;
+        let sealed = record
+            .get(FRAME_BYTES..FRAME_BYTES + len)
+            .ok_or_else(|| bad(format!("its record claims {len} bytes, more than it holds")))?;
+        seal.open_attachment(sealed, reference)
+            .map_err(|e| bad(e.to_string()))
+    }
+
+    /// The hint of `epoch`, checked to be for `shape`.
+    async fn pir_hint(&self, epoch: u64, shape: Shape, progress: Option<Progress>) -> Result<Hint> {
+        let url = self.url(&format!("/v1/pir/{epoch}/hint"));
+        let max = shape.hint_bytes(&PIR_V1) as u64;
+        let bytes = self
+            .retrying(|| async {
+                let r = self
+                    .http_check(self.http_send(self.http.get(&url)).await?, "")
+                    .await?;
+                self.read_capped(r, max, progress.as_ref()).await
+            })
+            .await?;
+        let hint = Hint::from_bytes(&bytes)
+            .map_err(|e| self.protocol(Api::Http, format!("the epoch's PIR hint: {e}")))?;
+        if hint.shape() != shape || hint.params() != &PIR_V1 {
+            return Err(self.protocol(
+                Api::Http,
+                format!(
+                    "the epoch's PIR hint is for {:?}, not {shape:?}",
+                    hint.shape()
+                ),
+            ));
+        }
+        Ok(hint)
+    }
+}

@@ -1,0 +1,122 @@
+//! Attachments by PIR: `GET /v1/pir/{epoch}/hint` (the epoch database's hint, the same for every
+//! client, cacheable) and `POST /v1/pir/{epoch}/query` (one fetch's queries in, their answer
+//! out). Both are rate-limited with the digests (a recipient's retrieval), and both wait for
+//! the epoch's database to be built the first time it is asked for.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use omr_api::http::ErrorBody;
+use omr_api::ErrorCode;
+
+use super::body::{body_kind, read_body, BodyKind};
+use crate::admission::Limit;
+use crate::error::ServiceError;
+use crate::state::AppState;
+
+fn octets(bytes: impl Into<Body>) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        bytes.into(),
+    )
+        .into_response()
+}
+
+fn count(state: &AppState, route: &str, result: &Result<Response, ServiceError>) {
+    let outcome = match result {
+        Ok(_) => "ok",
+        Err(e) => e.code.as_str(),
+    };
+    state
+        .metrics
+        .pir
+        .requests
+        .with_label_values(&[route, outcome])
+        .inc();
+}
+
+/// The hint of a closed epoch's attachment database (omr-pir encoding).
+#[utoipa::path(
+    get, path = "/v1/pir/{epoch}/hint",
+    params(("epoch" = u64, Path, description = "Board indices epoch·epoch_len .. (epoch+1)·epoch_len")),
+    responses(
+        (status = 200, content_type = "application/octet-stream", description = "The hint (the same bytes for every client; cacheable)"),
+        (status = 404, body = ErrorBody, description = "No such epoch: past the board, deleted by retention, or no attachments (`unknown_epoch`)"),
+        (status = 409, body = ErrorBody, description = "The epoch is still open (`epoch_open`)"),
+        (status = 429, body = ErrorBody, description = "This client's rate limit"),
+    )
+)]
+pub(super) async fn get_hint(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(epoch): Path<u64>,
+) -> Response {
+    let result = async {
+        let client = state.admission.http_client(peer, &headers);
+        state
+            .admission
+            .check(Limit::Digests, "/v1/pir/hint", client, 1)?;
+        let built = state.pir.get(&state, epoch).await?;
+        let mut resp = octets(built.hint.clone());
+        resp.headers_mut().insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("public, max-age=86400, immutable"),
+        );
+        Ok(resp)
+    }
+    .await;
+    count(&state, "hint", &result);
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Answer one fetch's queries against a closed epoch's attachment database.
+#[utoipa::path(
+    post, path = "/v1/pir/{epoch}/query",
+    params(("epoch" = u64, Path, description = "The epoch the hint came from")),
+    request_body(content_type = "application/octet-stream", description = "The queries (omr-pir encoding)"),
+    responses(
+        (status = 200, content_type = "application/octet-stream", description = "The answer (omr-pir encoding)"),
+        (status = 400, body = ErrorBody, description = "The query does not decode or is for another database (`malformed_pir_query`)"),
+        (status = 404, body = ErrorBody, description = "No such epoch (`unknown_epoch`)"),
+        (status = 409, body = ErrorBody, description = "The epoch is still open (`epoch_open`)"),
+        (status = 413, body = ErrorBody, description = "Larger than this server's queries"),
+        (status = 415, body = ErrorBody, description = "Not application/octet-stream"),
+        (status = 429, body = ErrorBody, description = "This client's rate limit"),
+    )
+)]
+pub(super) async fn post_query(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(epoch): Path<u64>,
+    body: Body,
+) -> Response {
+    let result = async {
+        if body_kind(&headers)? != BodyKind::Binary {
+            return Err(ServiceError::new(
+                ErrorCode::UnsupportedMediaType,
+                "a PIR query is application/octet-stream",
+            ));
+        }
+        let shape = crate::pir::epoch_shape(
+            crate::pir::epoch_len(&state),
+            state.config.max_attachment_bytes.max(1),
+        )
+        .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
+        let bytes = read_body(&headers, body, shape.query_bytes()).await?;
+        let client = state.admission.http_client(peer, &headers);
+        state
+            .admission
+            .check(Limit::Digests, "/v1/pir/query", client, 1)?;
+        Ok(octets(state.pir.answer(&state, epoch, &bytes).await?))
+    }
+    .await;
+    count(&state, "query", &result);
+    result.unwrap_or_else(IntoResponse::into_response)
+}

@@ -1,0 +1,219 @@
+//! Attachments by PIR: each closed epoch of the board (`epoch_len` indices, aligned like the
+//! accumulators) becomes an `omr-pir` database whose record i is the attachment of board index
+//! `epoch · epoch_len + i`, framed as its length (u32 LE) then its bytes, zero-padded to the
+//! epoch's record size (none: all zeros, length 0). Its hint is computed once per process
+//! (the seed is chosen once per epoch in the store, so every process of a fleet serves the same
+//! hint) and kept, with the database, for the `pir_cached_epochs` most recently used epochs.
+//!
+//! A query is answered on the blocking pool, one at a time: an answer already uses every core
+//! (rayon), and this bounds the memory queries in flight hold.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::body::Bytes;
+use omr_api::ErrorCode;
+use omr_pir::{Database, Query, Shape, PIR_V1};
+use tokio::sync::{OnceCell, Semaphore};
+
+use crate::error::ServiceError;
+use crate::state::AppState;
+
+/// Bytes of the length that frames each attachment in its record.
+pub const FRAME_BYTES: usize = 4;
+
+/// The PIR database shape of one epoch for these settings.
+pub fn epoch_shape(epoch_len: u64, max_attachment_bytes: usize) -> Result<Shape, String> {
+    let records = usize::try_from(epoch_len).map_err(|e| e.to_string())?;
+    Shape::for_records(records, max_attachment_bytes + FRAME_BYTES).map_err(|e| {
+        format!(
+            "epoch_len = {epoch_len} with max_attachment_bytes = {max_attachment_bytes} makes \
+             no PIR database: {e}"
+        )
+    })
+}
+
+/// One epoch's database and its encoded hint.
+#[derive(Debug)]
+pub struct BuiltEpoch {
+    pub epoch: u64,
+    pub db: Database,
+    pub hint: Bytes,
+}
+
+type Slot = Arc<OnceCell<Arc<BuiltEpoch>>>;
+
+/// The built epochs of this process (most recently used last) and the one-answer-at-a-time
+/// permit.
+#[derive(Debug)]
+pub struct PirEpochs {
+    capacity: usize,
+    slots: Mutex<VecDeque<(u64, Slot)>>,
+    answering: Semaphore,
+}
+
+impl PirEpochs {
+    pub fn new(capacity: usize) -> PirEpochs {
+        PirEpochs {
+            capacity: capacity.max(1),
+            slots: Mutex::new(VecDeque::new()),
+            answering: Semaphore::new(1),
+        }
+    }
+
+    /// The slot of `epoch`, marked most recently used; the least recently used beyond the
+    /// capacity are dropped (a request holding one keeps it alive until it is done).
+    fn slot(&self, epoch: u64) -> Slot {
+        let mut slots = self.slots.lock().expect("PIR epochs lock");
+        let slot = match slots.iter().position(|(e, _)| *e == epoch) {
+            Some(i) => slots.remove(i).expect("a slot at i").1,
+            None => Slot::default(),
+        };
+        slots.push_back((epoch, slot.clone()));
+        while slots.len() > self.capacity {
+            slots.pop_front();
+        }
+        slot
+    }
+
+    /// Epoch `epoch` built (at most one build per epoch at a time), after checking that the
+    /// server serves it: attachments on, the epoch closed, not deleted by retention.
+    pub async fn get(&self, state: &AppState, epoch: u64) -> Result<Arc<BuiltEpoch>, ServiceError> {
+        let (start, end) = served_range(state, epoch).await?;
+        let slot = self.slot(epoch);
+        let built = slot
+            .get_or_try_init(|| async {
+                let started = Instant::now();
+                let built = build(state, epoch, start, end).await;
+                let result = if built.is_ok() { "ok" } else { "error" };
+                let metrics = &state.metrics.pir;
+                metrics.builds.with_label_values(&[result]).inc();
+                metrics
+                    .build_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                if let Ok(b) = &built {
+                    tracing::info!(
+                        epoch,
+                        first_index = start,
+                        end_index = end,
+                        hint_bytes = b.hint.len(),
+                        seconds = started.elapsed().as_secs_f64(),
+                        "PIR database of an attachment epoch built"
+                    );
+                }
+                built.map(Arc::new)
+            })
+            .await?;
+        Ok(built.clone())
+    }
+
+    /// Answer `query` (its encoding) against epoch `epoch`.
+    pub async fn answer(
+        &self,
+        state: &AppState,
+        epoch: u64,
+        query: &[u8],
+    ) -> Result<Vec<u8>, ServiceError> {
+        let query = Query::from_bytes(query)
+            .map_err(|e| ServiceError::new(ErrorCode::MalformedPirQuery, e.to_string()))?;
+        let built = self.get(state, epoch).await?;
+        let _permit = self
+            .answering
+            .acquire()
+            .await
+            .map_err(|_| ServiceError::new(ErrorCode::Unavailable, "shutting down"))?;
+        let started = Instant::now();
+        let answer = tokio::task::spawn_blocking(move || built.db.answer(&query))
+            .await
+            .map_err(|e| ServiceError::internal("PIR answer task", e))?
+            .map_err(|e| ServiceError::new(ErrorCode::MalformedPirQuery, e.to_string()))?;
+        state
+            .metrics
+            .pir
+            .answer_seconds
+            .observe(started.elapsed().as_secs_f64());
+        Ok(answer.to_bytes())
+    }
+}
+
+/// The board range of `epoch` if the server serves it.
+async fn served_range(state: &AppState, epoch: u64) -> Result<(u64, u64), ServiceError> {
+    let config = &state.config;
+    let unknown = |why: String| ServiceError::new(ErrorCode::UnknownEpoch, why);
+    if config.max_attachment_bytes == 0 {
+        return Err(unknown(
+            "this server takes no attachments (max_attachment_bytes = 0)".into(),
+        ));
+    }
+    let len = epoch_len(state);
+    let (start, end) = epoch
+        .checked_mul(len)
+        .and_then(|s| Some((s, s.checked_add(len)?)))
+        .ok_or_else(|| unknown(format!("epoch {epoch} is past any board")))?;
+    let head = state
+        .store
+        .board_head()
+        .await
+        .map_err(|e| ServiceError::internal("reading the board head", e))?;
+    if end > head {
+        return Err(ServiceError::new(
+            ErrorCode::EpochOpen,
+            format!(
+                "epoch {epoch} holds board indices {start}..{end} and the board is at {head}: \
+                 it closes when the board reaches {end}"
+            ),
+        ));
+    }
+    if end <= attachments_retired_below(config, len, head) {
+        return Err(unknown(format!(
+            "epoch {epoch} (board indices {start}..{end}) was deleted by retention \
+             (retain_digest_messages)"
+        )));
+    }
+    Ok((start, end))
+}
+
+/// Board indices per epoch as the server runs it (digests and attachments alike).
+pub fn epoch_len(state: &AppState) -> u64 {
+    state.config.epoch_len.clamp(1, state.params.max_range)
+}
+
+/// The board index below which retention deletes attachments: the start of the epoch that holds
+/// `head - retain_digest_messages` (whole epochs only, so a database never changes), 0 when
+/// digests are kept forever.
+pub fn attachments_retired_below(config: &crate::config::Config, len: u64, head: u64) -> u64 {
+    config
+        .retain_digest_messages
+        .map_or(0, |n| head.saturating_sub(n) / len * len)
+}
+
+async fn build(
+    state: &AppState,
+    epoch: u64,
+    start: u64,
+    end: u64,
+) -> Result<BuiltEpoch, ServiceError> {
+    let shape = epoch_shape(epoch_len(state), state.config.max_attachment_bytes)
+        .map_err(|e| ServiceError::internal("PIR shape", e))?;
+    let attachments = (state.store.attachments(start, end).await)
+        .map_err(|e| ServiceError::internal("reading an epoch's attachments", e))?;
+    let seed = (state.store.pir_seed(epoch, rand::random()).await)
+        .map_err(|e| ServiceError::internal("the epoch's PIR seed", e))?;
+    tokio::task::spawn_blocking(move || -> Result<BuiltEpoch, String> {
+        let mut db = Database::new(&PIR_V1, shape).map_err(|e| e.to_string())?;
+        let mut record = Vec::with_capacity(shape.record_bytes);
+        for (index, bytes) in attachments {
+            record.clear();
+            record.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            record.extend_from_slice(&bytes);
+            db.set_record((index - start) as usize, &record)
+                .map_err(|e| format!("attachment of board index {index}: {e}"))?;
+        }
+        let hint = Bytes::from(db.preprocess(seed).to_bytes());
+        Ok(BuiltEpoch { epoch, db, hint })
+    })
+    .await
+    .map_err(|e| ServiceError::internal("PIR build task", e))?
+    .map_err(|e| ServiceError::internal("building an epoch's PIR database", e))
+}

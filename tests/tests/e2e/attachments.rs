@@ -1,0 +1,244 @@
+//! Attachments over real HTTP, on both stores: posted with their messages (binary version 3 and
+//! JSON), refused past `max_attachment_bytes` with nothing stored, and fetched byte-exact by PIR
+//! once their epoch closes (`omr-pir` as the recipient runs it), with clear errors for open,
+//! retired and unknown epochs and for malformed queries; each epoch's database is built once.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use omr_core::Message;
+use omr_pir::{Answer, Hint};
+use omr_test_support::{insecure_keys, test_each_backend, TestDb, TestServer};
+use rand::{Rng, SeedableRng};
+use reqwest::StatusCode;
+use serde_json::json;
+
+/// Small epochs and attachments, so that the test's PIR databases are tiny.
+const EPOCH: u64 = 8;
+const MAX: usize = 2048;
+
+test_each_backend!(
+    attachments_come_back_through_pir_once_their_epoch_closes,
+    oversized_attachments_are_refused_and_store_nothing,
+);
+
+async fn start(db: &TestDb, max_attachment_bytes: usize) -> TestServer {
+    TestServer::start_configured(db, |c| {
+        c.epoch_len = EPOCH;
+        c.max_attachment_bytes = max_attachment_bytes;
+    })
+    .await
+}
+
+const BINARY: Option<&str> = Some("application/octet-stream");
+
+/// The hint of `epoch`, or the error's (status, code).
+async fn hint(s: &TestServer, epoch: u64) -> Result<Hint, (StatusCode, String)> {
+    let r = s.client().get(&format!("/v1/pir/{epoch}/hint")).await;
+    let status = r.status();
+    if status != StatusCode::OK {
+        let body: serde_json::Value = r.json().await.unwrap();
+        return Err((status, body["code"].as_str().unwrap().to_string()));
+    }
+    Ok(Hint::from_bytes(&r.bytes().await.unwrap()).expect("a hint"))
+}
+
+/// Fetch board index `index`'s attachment by PIR: the record, unframed.
+async fn fetch(s: &TestServer, hint: &Hint, index: u64) -> Vec<u8> {
+    let epoch = index / EPOCH;
+    let (query, state) = hint
+        .query((index % EPOCH) as usize, &mut rand::thread_rng())
+        .unwrap();
+    let r = s
+        .client()
+        .http()
+        .post(s.url(&format!("/v1/pir/{epoch}/query")))
+        .header("content-type", "application/octet-stream")
+        .body(query.to_bytes())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let answer = Answer::from_bytes(&r.bytes().await.unwrap()).expect("an answer");
+    let record = hint.decode(&state, &answer).unwrap();
+    let len = u32::from_le_bytes(record[..4].try_into().unwrap()) as usize;
+    assert!(record[4 + len..].iter().all(|&b| b == 0), "zero padding");
+    record[4..4 + len].to_vec()
+}
+
+async fn attachments_come_back_through_pir_once_their_epoch_closes(db: &TestDb) {
+    let s = start(db, MAX).await;
+    let params: serde_json::Value = s.client().get("/v1/params").await.json().await.unwrap();
+    assert_eq!(params["max_attachment_bytes"], MAX);
+    assert_eq!(params["epoch_len"], EPOCH);
+    assert_eq!(params["pir_params"], "pir-v1");
+
+    // Three recipients; attachments of random sizes (up to the limit) at random indices, some
+    // posted binary, some JSON.
+    let seed = rand::random();
+    println!("SEED: attachments: {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let keys: Vec<_> = (0..3).map(|_| insecure_keys(4)).collect();
+    let mut sent: Vec<Vec<u8>> = Vec::new();
+    for i in 0..2 * EPOCH {
+        let to = &keys[rng.gen_range(0..3)].clue_key;
+        let attachment: Vec<u8> = match i {
+            0 => vec![0xAB; MAX],
+            _ if rng.gen_bool(0.6) => {
+                let len = rng.gen_range(1..=MAX);
+                (0..len).map(|_| rng.gen()).collect()
+            }
+            _ => Vec::new(),
+        };
+        let message = Message::new(to.make_clue(), b"p".to_vec())
+            .unwrap()
+            .with_attachment(attachment.clone())
+            .unwrap();
+        let (status, body) = if i % 2 == 0 {
+            let mut json = json!({
+                "clue": B64.encode(message.clue.to_bytes()),
+                "payload": B64.encode(&message.payload),
+            });
+            if !attachment.is_empty() {
+                json["attachment"] = json!(B64.encode(&attachment));
+            }
+            s.client().post_json("/v1/messages", &json).await
+        } else {
+            s.client()
+                .post_bytes("/v1/messages", BINARY, message.to_bytes())
+                .await
+        };
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert_eq!(body["index"], i);
+        sent.push(attachment);
+        if i == EPOCH - 2 {
+            // One message short of closing the first epoch.
+            assert_eq!(
+                hint(&s, 0).await.unwrap_err(),
+                (StatusCode::CONFLICT, "epoch_open".into())
+            );
+        }
+    }
+    // The board itself does not carry attachments.
+    assert_eq!(
+        s.client().board(0, 1).await["messages"][0]["payload"],
+        B64.encode(b"p")
+    );
+
+    for epoch in 0..2 {
+        let hint = hint(&s, epoch).await.unwrap();
+        for index in epoch * EPOCH..(epoch + 1) * EPOCH {
+            assert_eq!(
+                fetch(&s, &hint, index).await,
+                sent[index as usize],
+                "index {index}"
+            );
+        }
+    }
+    // Each epoch's database was built once, whatever the number of requests.
+    let c = s.client();
+    assert_eq!(
+        c.metric(r#"omr_pir_builds_total{result="ok"}"#).await,
+        Some(2.0)
+    );
+    assert_eq!(
+        c.metric(r#"omr_pir_requests_total{outcome="ok",route="query"}"#)
+            .await,
+        Some(16.0)
+    );
+
+    // Open, unknown and malformed.
+    assert_eq!(
+        hint(&s, 2).await.unwrap_err(),
+        (StatusCode::CONFLICT, "epoch_open".into())
+    );
+    assert_eq!(
+        hint(&s, u64::MAX).await.unwrap_err(),
+        (StatusCode::NOT_FOUND, "unknown_epoch".into())
+    );
+    let (status, body) = c
+        .post_bytes("/v1/pir/0/query", BINARY, b"not a query".to_vec())
+        .await;
+    assert_eq!(
+        (status, &body["code"]),
+        (StatusCode::BAD_REQUEST, &json!("malformed_pir_query"))
+    );
+    let hint0 = hint(&s, 0).await.unwrap();
+    let (query, _) = hint0.query(1, &mut rand::thread_rng()).unwrap();
+    let (status, body) = c
+        .post_bytes("/v1/pir/2/query", BINARY, query.to_bytes())
+        .await;
+    assert_eq!(
+        (status, &body["code"]),
+        (StatusCode::CONFLICT, &json!("epoch_open"))
+    );
+    let (status, body) = c.post_json("/v1/pir/0/query", &json!({})).await;
+    assert_eq!(
+        (status, &body["code"]),
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            &json!("unsupported_media_type")
+        )
+    );
+    let mut too_long = query.to_bytes();
+    too_long.push(0);
+    let (status, body) = c.post_bytes("/v1/pir/0/query", BINARY, too_long).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+}
+
+async fn oversized_attachments_are_refused_and_store_nothing(db: &TestDb) {
+    let s = start(db, MAX).await;
+    let to = insecure_keys(4).clue_key;
+    let c = s.client();
+    let message = |len: usize| {
+        Message::new(to.make_clue(), b"p".to_vec())
+            .unwrap()
+            .with_attachment(vec![7; len])
+            .unwrap()
+    };
+    let over = message(MAX + 1);
+    let json = json!({
+        "clue": B64.encode(over.clue.to_bytes()),
+        "payload": "cA==",
+        "attachment": B64.encode(&over.attachment),
+    });
+    for (status, body) in [
+        c.post_bytes("/v1/messages", BINARY, over.to_bytes()).await,
+        c.post_json("/v1/messages", &json).await,
+    ] {
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+        assert_eq!(body["code"], "attachment_too_large", "{body}");
+    }
+    let (status, _) = c
+        .post_bytes("/v1/messages", BINARY, message(MAX).to_bytes())
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(
+        c.board(0, 10).await["head"],
+        1,
+        "only the message within the limit is stored"
+    );
+    s.stop().await;
+
+    // A server that takes no attachments refuses any, and serves no epochs.
+    let s = start(db, 0).await;
+    let (status, body) = s
+        .client()
+        .post_bytes("/v1/messages", BINARY, message(1).to_bytes())
+        .await;
+    assert_eq!(
+        (status, &body["code"]),
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &json!("attachment_too_large")
+        )
+    );
+    assert!(body["message"]
+        .as_str()
+        .unwrap()
+        .contains("max_attachment_bytes = 0"));
+    assert_eq!(
+        hint(&s, 0).await.unwrap_err(),
+        (StatusCode::NOT_FOUND, "unknown_epoch".into())
+    );
+    assert_eq!(s.client().board(0, 10).await["head"], 1);
+}
