@@ -304,21 +304,12 @@ fn a_message_with_an_attachment_round_trips_as_version_3() {
     swapped.attachment[0] ^= 1;
     assert_ne!(swapped.postage().digest(1), back.postage().digest(1));
     // Without an attachment the stamp hashes what it always did.
-    assert_eq!(
-        plain.postage().digest(1),
-        plain
-            .clone()
-            .with_attachment(Vec::new())
-            .unwrap()
-            .postage()
-            .digest(1)
-    );
+    let none = plain.clone().with_attachment(Vec::new()).unwrap();
+    assert_eq!(plain.postage().digest(1), none.postage().digest(1));
 
     // Refused: an empty attachment under version 3, a bad flag, a truncated attachment, an
     // attachment over the limit.
-    let mut empty = v3[..6].to_vec();
-    empty.extend_from_slice(&[0, 0, 0, 0, 0]);
-    empty.extend_from_slice(&v1[6..]);
+    let empty = [&v3[..6], &[0; 5], &v1[6..]].concat();
     assert!(Message::from_bytes(&empty).is_err());
     let mut flag = v3.clone();
     flag[6] = 2;

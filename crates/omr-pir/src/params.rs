@@ -94,6 +94,12 @@ pub struct Shape {
     pub chunks: usize,
 }
 
+/// Header bytes of each encoding (`wire`): magic and version, set id, then u32 fields (and the
+/// hint's seed).
+pub(crate) const HINT_HEADER: usize = 4 + 1 + 12 + 32;
+pub(crate) const QUERY_HEADER: usize = 4 + 1 + 12 + 4;
+pub(crate) const ANSWER_HEADER: usize = 4 + 1 + 8;
+
 /// The largest database this crate accepts (2^32 bytes): indices and lengths stay in `u32` on
 /// the wire.
 pub const MAX_DATABASE_BYTES: usize = 1 << 32;
@@ -150,19 +156,17 @@ impl Shape {
 
     /// Bytes of one fetch (the `chunks` queries of one record) as encoded.
     pub fn query_bytes(&self) -> usize {
-        crate::wire::QUERY_HEADER + self.chunks * self.columns() * 4
+        QUERY_HEADER + self.chunks * self.columns() * 4
     }
 
     /// Bytes of the answer to one fetch as encoded.
     pub fn answer_bytes(&self, params: &Params) -> usize {
-        crate::wire::ANSWER_HEADER
-            + (self.chunks * self.rows() * params.answer_bits as usize).div_ceil(8)
+        ANSWER_HEADER + (self.chunks * self.rows() * params.answer_bits as usize).div_ceil(8)
     }
 
     /// Bytes of the hint as encoded.
     pub fn hint_bytes(&self, params: &Params) -> usize {
-        crate::wire::HINT_HEADER
-            + (self.rows() * params.lwe_dimension * params.hint_bits as usize).div_ceil(8)
+        HINT_HEADER + (self.rows() * params.lwe_dimension * params.hint_bits as usize).div_ceil(8)
     }
 }
 
@@ -177,9 +181,9 @@ mod tests {
         assert_eq!(shape.rows(), 4096);
         assert_eq!(shape.columns(), 65536);
         // docs/pir/STUDY.md §3: 10 MiB hint + 4 MiB upload + 128 KiB download.
-        let hint = shape.hint_bytes(&PIR_V1) - crate::wire::HINT_HEADER;
-        let up = shape.query_bytes() - crate::wire::QUERY_HEADER;
-        let down = shape.answer_bytes(&PIR_V1) - crate::wire::ANSWER_HEADER;
+        let hint = shape.hint_bytes(&PIR_V1) - HINT_HEADER;
+        let up = shape.query_bytes() - QUERY_HEADER;
+        let down = shape.answer_bytes(&PIR_V1) - ANSWER_HEADER;
         assert_eq!((hint, up, down), (10 << 20, 4 << 20, 128 << 10));
         assert!(hint + up + down <= 16 << 20);
     }

@@ -11,11 +11,7 @@
 
 use crate::error::PirError;
 use crate::matrix::Seed;
-use crate::params::{Params, Shape};
-
-pub(crate) const HINT_HEADER: usize = 4 + 1 + 12 + 32;
-pub(crate) const QUERY_HEADER: usize = 4 + 1 + 12 + 4;
-pub(crate) const ANSWER_HEADER: usize = 4 + 1 + 8;
+use crate::params::{Params, Shape, ANSWER_HEADER, HINT_HEADER, QUERY_HEADER};
 
 /// The most queries one request may carry (four fetches of a 16-chunk record).
 pub const MAX_QUERIES: usize = 64;

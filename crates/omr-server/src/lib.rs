@@ -18,6 +18,7 @@ pub mod http;
 pub mod ingest;
 pub mod invites;
 pub mod key_state;
+pub mod memory;
 pub mod metrics;
 pub mod pir;
 pub mod presence;

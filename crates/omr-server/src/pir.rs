@@ -17,8 +17,22 @@ use omr_api::ErrorCode;
 use omr_pir::{Database, Query, Shape, PIR_V1};
 use tokio::sync::{OnceCell, Semaphore};
 
+use omr_core::ParamSet;
+use omr_store::Store;
+
+use crate::config::Config;
 use crate::error::ServiceError;
-use crate::state::AppState;
+use crate::metrics::PirMetrics;
+
+/// What building and serving epochs takes from the running server.
+#[derive(Debug, Clone, Copy)]
+pub struct Serving<'a> {
+    pub store: &'a Store,
+    pub config: &'a Config,
+    /// Board indices per epoch ([`epoch_len`]).
+    pub epoch_len: u64,
+    pub metrics: &'a PirMetrics,
+}
 
 /// Bytes of the length that frames each attachment in its record.
 pub const FRAME_BYTES: usize = 4;
@@ -79,15 +93,15 @@ impl PirEpochs {
 
     /// Epoch `epoch` built (at most one build per epoch at a time), after checking that the
     /// server serves it: attachments on, the epoch closed, not deleted by retention.
-    pub async fn get(&self, state: &AppState, epoch: u64) -> Result<Arc<BuiltEpoch>, ServiceError> {
-        let (start, end) = served_range(state, epoch).await?;
+    pub async fn get(&self, at: Serving<'_>, epoch: u64) -> Result<Arc<BuiltEpoch>, ServiceError> {
+        let (start, end) = served_range(at, epoch).await?;
         let slot = self.slot(epoch);
         let built = slot
             .get_or_try_init(|| async {
                 let started = Instant::now();
-                let built = build(state, epoch, start, end).await;
+                let built = build(at, epoch, start, end).await;
                 let result = if built.is_ok() { "ok" } else { "error" };
-                let metrics = &state.metrics.pir;
+                let metrics = at.metrics;
                 metrics.builds.with_label_values(&[result]).inc();
                 metrics
                     .build_seconds
@@ -111,13 +125,13 @@ impl PirEpochs {
     /// Answer `query` (its encoding) against epoch `epoch`.
     pub async fn answer(
         &self,
-        state: &AppState,
+        at: Serving<'_>,
         epoch: u64,
         query: &[u8],
     ) -> Result<Vec<u8>, ServiceError> {
         let query = Query::from_bytes(query)
             .map_err(|e| ServiceError::new(ErrorCode::MalformedPirQuery, e.to_string()))?;
-        let built = self.get(state, epoch).await?;
+        let built = self.get(at, epoch).await?;
         let _permit = self
             .answering
             .acquire()
@@ -128,30 +142,26 @@ impl PirEpochs {
             .await
             .map_err(|e| ServiceError::internal("PIR answer task", e))?
             .map_err(|e| ServiceError::new(ErrorCode::MalformedPirQuery, e.to_string()))?;
-        state
-            .metrics
-            .pir
-            .answer_seconds
-            .observe(started.elapsed().as_secs_f64());
+        (at.metrics.answer_seconds).observe(started.elapsed().as_secs_f64());
         Ok(answer.to_bytes())
     }
 }
 
 /// The board range of `epoch` if the server serves it.
-async fn served_range(state: &AppState, epoch: u64) -> Result<(u64, u64), ServiceError> {
-    let config = &state.config;
+async fn served_range(at: Serving<'_>, epoch: u64) -> Result<(u64, u64), ServiceError> {
+    let config = at.config;
     let unknown = |why: String| ServiceError::new(ErrorCode::UnknownEpoch, why);
     if config.max_attachment_bytes == 0 {
         return Err(unknown(
             "this server takes no attachments (max_attachment_bytes = 0)".into(),
         ));
     }
-    let len = epoch_len(state);
+    let len = at.epoch_len;
     let (start, end) = epoch
         .checked_mul(len)
         .and_then(|s| Some((s, s.checked_add(len)?)))
         .ok_or_else(|| unknown(format!("epoch {epoch} is past any board")))?;
-    let head = state
+    let head = at
         .store
         .board_head()
         .await
@@ -175,30 +185,30 @@ async fn served_range(state: &AppState, epoch: u64) -> Result<(u64, u64), Servic
 }
 
 /// Board indices per epoch as the server runs it (digests and attachments alike).
-pub fn epoch_len(state: &AppState) -> u64 {
-    state.config.epoch_len.clamp(1, state.params.max_range)
+pub fn epoch_len(config: &Config, params: &ParamSet) -> u64 {
+    config.epoch_len.clamp(1, params.max_range)
 }
 
 /// The board index below which retention deletes attachments: the start of the epoch that holds
 /// `head - retain_digest_messages` (whole epochs only, so a database never changes), 0 when
 /// digests are kept forever.
-pub fn attachments_retired_below(config: &crate::config::Config, len: u64, head: u64) -> u64 {
+pub fn attachments_retired_below(config: &Config, len: u64, head: u64) -> u64 {
     config
         .retain_digest_messages
         .map_or(0, |n| head.saturating_sub(n) / len * len)
 }
 
 async fn build(
-    state: &AppState,
+    at: Serving<'_>,
     epoch: u64,
     start: u64,
     end: u64,
 ) -> Result<BuiltEpoch, ServiceError> {
-    let shape = epoch_shape(epoch_len(state), state.config.max_attachment_bytes)
+    let shape = epoch_shape(at.epoch_len, at.config.max_attachment_bytes)
         .map_err(|e| ServiceError::internal("PIR shape", e))?;
-    let attachments = (state.store.attachments(start, end).await)
+    let attachments = (at.store.attachments(start, end).await)
         .map_err(|e| ServiceError::internal("reading an epoch's attachments", e))?;
-    let seed = (state.store.pir_seed(epoch, rand::random()).await)
+    let seed = (at.store.pir_seed(epoch, rand::random()).await)
         .map_err(|e| ServiceError::internal("the epoch's PIR seed", e))?;
     tokio::task::spawn_blocking(move || -> Result<BuiltEpoch, String> {
         let mut db = Database::new(&PIR_V1, shape).map_err(|e| e.to_string())?;

@@ -141,7 +141,7 @@ async fn bad_input_gets_a_clear_error_and_stores_nothing(db: &TestDb) {
         ("/v1/messages", Some("application/json"), json!({"clue": good["clue"], "payload": B64.encode(vec![0u8; INSECURE_TEST.payload_bytes + 1])}).to_string().into_bytes(), StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
         ("/v1/messages", Some("application/json"), json!({"clue": prod_clue, "payload": ""}).to_string().into_bytes(), StatusCode::BAD_REQUEST, "param_set_mismatch"),
         ("/v1/messages", Some("application/json"), json!({"clue": good["clue"], "payload": "", "extra": 1}).to_string().into_bytes(), StatusCode::BAD_REQUEST, "malformed_json"),
-        ("/v1/messages", Some("application/json"), vec![b' '; 64 * 1024], StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+        ("/v1/messages", Some("application/json"), vec![b' '; 128 * 1024], StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
         ("/v1/messages", Some("application/octet-stream"), b"OMR\x06\x01\xc8junk".to_vec(), StatusCode::BAD_REQUEST, "malformed_message"),
         ("/v1/messages", Some("text/plain"), b"hello".to_vec(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
         ("/v1/messages", None, b"hello".to_vec(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),

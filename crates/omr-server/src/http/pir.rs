@@ -16,7 +16,17 @@ use omr_api::ErrorCode;
 use super::body::{body_kind, read_body, BodyKind};
 use crate::admission::Limit;
 use crate::error::ServiceError;
+use crate::pir::Serving;
 use crate::state::AppState;
+
+fn serving(state: &AppState) -> Serving<'_> {
+    Serving {
+        store: &state.store,
+        config: &state.config,
+        epoch_len: crate::pir::epoch_len(&state.config, state.params),
+        metrics: &state.metrics.pir,
+    }
+}
 
 fn octets(bytes: impl Into<Body>) -> Response {
     (
@@ -62,7 +72,7 @@ pub(super) async fn get_hint(
         state
             .admission
             .check(Limit::Digests, "/v1/pir/hint", client, 1)?;
-        let built = state.pir.get(&state, epoch).await?;
+        let built = state.pir.get(serving(&state), epoch).await?;
         let mut resp = octets(built.hint.clone());
         resp.headers_mut().insert(
             header::CACHE_CONTROL,
@@ -105,7 +115,7 @@ pub(super) async fn post_query(
             ));
         }
         let shape = crate::pir::epoch_shape(
-            crate::pir::epoch_len(&state),
+            serving(&state).epoch_len,
             state.config.max_attachment_bytes.max(1),
         )
         .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
@@ -114,7 +124,9 @@ pub(super) async fn post_query(
         state
             .admission
             .check(Limit::Digests, "/v1/pir/query", client, 1)?;
-        Ok(octets(state.pir.answer(&state, epoch, &bytes).await?))
+        Ok(octets(
+            state.pir.answer(serving(&state), epoch, &bytes).await?,
+        ))
     }
     .await;
     count(&state, "query", &result);

@@ -44,7 +44,7 @@ pub async fn retention(state: Arc<AppState>, cancel: CancellationToken) {
 /// Delete, in batches, the attachments of the epochs that end before the digests kept (a
 /// recipient that cannot get a digest cannot learn an index to fetch); how many went.
 async fn delete_attachments(state: &AppState, head: u64) -> u64 {
-    let len = crate::pir::epoch_len(state);
+    let len = crate::pir::epoch_len(&state.config, state.params);
     let before = crate::pir::attachments_retired_below(&state.config, len, head);
     let mut deleted = 0;
     if before == 0 {

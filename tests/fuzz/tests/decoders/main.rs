@@ -8,6 +8,7 @@
 mod alloc;
 mod fixtures;
 mod harness;
+mod pir;
 mod scheme;
 mod sdk;
 mod service;
@@ -41,10 +42,13 @@ fuzz! {
     digest_decoded => scheme::digest_decoded(),
     digest_key => scheme::digest_key(),
     expanded_key => scheme::expanded_key(),
+    message_with_attachment => pir::message_with_attachment(),
     // omrd: request bodies, the registration header, the expanded key files.
     http_message_binary => service::message_binary(),
     http_message_binary_stamped => service::message_binary_stamped(),
     http_message_json => service::message_json(),
+    http_message_with_attachment => pir::http_message_with_attachment(),
+    pir_query => pir::pir_query(),
     http_batch_binary => service::batch_binary(),
     http_batch_json => service::batch_json(),
     registration_header => service::registration_header(),
@@ -57,6 +61,8 @@ fuzz! {
     digest_state_file => sdk::digest_state_file(),
     address => sdk::address(),
     sealed_payload => sdk::sealed_payload(),
+    pir_hint => pir::pir_hint(),
+    pir_answer => pir::pir_answer(),
     error_body => sdk::error_body(),
     params_body => sdk::params_body(),
     key_status_body => sdk::key_status_body(),

@@ -15,7 +15,7 @@ use omr_server::error::ServiceError;
 use omr_server::http::body::{self, BodyKind, Rules, SINGLE_BODY_LIMIT};
 
 /// The routes' rules on a server running the insecure set without postage.
-const RULES: Rules = Rules {
+pub const RULES: Rules = Rules {
     params: &INSECURE_TEST,
     postage_bits: 0,
     max_attachment_bytes: 64 * 1024,
@@ -31,7 +31,7 @@ use crate::scheme::payload_length;
 const MAX_BATCH: usize = 1000;
 
 /// A refusal's message; a 5xx for bad input panics (a failed case).
-fn refusal(e: ServiceError) -> String {
+pub fn refusal(e: ServiceError) -> String {
     let status = e.code.http_status();
     assert!(status < 500, "bad input answered with {status}: {e}");
     e.to_string()
