@@ -79,13 +79,14 @@ impl Application {
                 omr_core::MAX_POSTAGE_BITS
             );
         }
-        if config.max_attachment_bytes > omr_core::message::MAX_ATTACHMENT_BYTES {
+        if config.max_attachment_bytes > crate::pir::MAX_ATTACHMENT_BYTES {
             anyhow::bail!(
-                "max_attachment_bytes = {} is over the maximum of {} (1 MiB): a PIR fetch's \
-                 upload grows with its square. Use 0 (no attachments) up to {}",
+                "max_attachment_bytes = {} is over the maximum of {} (64 KiB): a PIR fetch's \
+                 upload grows with the square of the attachment size (4.5 MiB at 64 KiB, 18 MiB \
+                 at 128 KiB). Use 0 (no attachments) up to {}",
                 config.max_attachment_bytes,
-                omr_core::message::MAX_ATTACHMENT_BYTES,
-                omr_core::message::MAX_ATTACHMENT_BYTES
+                crate::pir::MAX_ATTACHMENT_BYTES,
+                crate::pir::MAX_ATTACHMENT_BYTES
             );
         }
         if config.max_attachment_bytes > 0 {

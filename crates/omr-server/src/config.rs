@@ -64,7 +64,7 @@ pub struct Config {
     /// leading zero bits (a proof of work of 2^bits hashes on average; at most 32). 0 (default):
     /// no postage.
     pub postage_bits: u32,
-    /// Largest attachment a message may carry, in bytes (default 65,536; at most 1 MiB; 0: no
+    /// Largest attachment a message may carry, in bytes (default and maximum 65,536; 0: no
     /// attachments). Attachments are fetched by PIR once their epoch (`epoch_len` messages)
     /// closes; every epoch's PIR database pads each to this size.
     pub max_attachment_bytes: usize,

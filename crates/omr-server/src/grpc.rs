@@ -6,15 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use omr_api::{ErrorCode, StartAt};
-use omr_core::{CompressedDetectionKey, ParamSet};
+use omr_core::CompressedDetectionKey;
 use omr_proto::v1::detector_server::Detector;
 use omr_proto::v1::register_detection_key_request::Part;
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{
-    get_digest_response::Part as DigestPart, DeleteDetectionKeyRequest, DeleteDetectionKeyResponse,
-    DigestHeader, GetDigestRequest, GetDigestResponse, GetKeyStatusRequest, GetKeyStatusResponse,
-    GetParamsRequest, GetParamsResponse, RegisterDetectionKeyRequest, RegisterDetectionKeyResponse,
-    RegistrationHeader, WatchKeyStatusRequest,
+    get_digest_response::Part as DigestPart, AnswerPirQueryRequest, AnswerPirQueryResponse,
+    DeleteDetectionKeyRequest, DeleteDetectionKeyResponse, DigestHeader, GetDigestRequest,
+    GetDigestResponse, GetKeyStatusRequest, GetKeyStatusResponse, GetParamsRequest,
+    GetParamsResponse, GetPirHintRequest, RegisterDetectionKeyRequest,
+    RegisterDetectionKeyResponse, RegistrationHeader, WatchKeyStatusRequest,
 };
 use omr_store::{KeyMeta, NewKey, StoreError};
 use tokio::sync::Semaphore;
@@ -24,6 +25,8 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::config::Registration;
 use crate::error::ServiceError;
 use crate::state::AppState;
+
+pub use crate::grpc_header::check_header;
 
 /// The service implementation.
 #[derive(Debug, Clone)]
@@ -345,51 +348,26 @@ impl Detector for DetectorService {
             max_key_bytes: self.state.config.max_key_bytes,
             postage_bits: self.state.config.postage_bits,
             invite_required: self.state.config.registration == Registration::Invite,
+            max_attachment_bytes: self.state.config.max_attachment_bytes as u64,
+            epoch_len: crate::pir::epoch_len(&self.state.config, p),
         }))
     }
-}
 
-/// Check a registration header against a server running `server_params` that accepts keys of
-/// at most `max_key_bytes`, before any key byte is read. Public for the decoder fuzz tests.
-pub fn check_header(
-    h: &RegistrationHeader,
-    server_params: &'static ParamSet,
-    max_key_bytes: u64,
-) -> Result<(), ServiceError> {
-    let malformed = |m: String| ServiceError::new(ErrorCode::MalformedUpload, m);
-    let mismatch = |m: String| ServiceError::new(ErrorCode::ParamSetMismatch, m);
-    let params = ParamSet::by_name(&h.param_set)
-        .map_err(|_| mismatch(format!("unknown parameter set {:?}", h.param_set)))?;
-    if params != server_params {
-        let (name, ours) = (params.name, server_params.name);
-        return Err(mismatch(format!(
-            "parameter set {name} is not this server's ({ours})"
-        )));
+    type GetPirHintStream = crate::grpc_pir::HintStream;
+
+    async fn get_pir_hint(
+        &self,
+        request: Request<GetPirHintRequest>,
+    ) -> Result<Response<Self::GetPirHintStream>, Status> {
+        crate::grpc_pir::hint(&self.state, request).await
     }
-    if h.kbar == 0 || h.kbar as usize > params.max_kbar {
-        return Err(malformed(format!(
-            "k̄ = {} is out of range 1..={}",
-            h.kbar, params.max_kbar
-        )));
+
+    async fn answer_pir_query(
+        &self,
+        request: Request<AnswerPirQueryRequest>,
+    ) -> Result<Response<AnswerPirQueryResponse>, Status> {
+        crate::grpc_pir::answer(&self.state, request).await
     }
-    if h.total_bytes == 0 {
-        return Err(malformed("total_bytes must be the key's size".into()));
-    }
-    if h.total_bytes > max_key_bytes {
-        return Err(ServiceError::new(
-            ErrorCode::KeyTooLarge,
-            format!(
-                "key of {} bytes exceeds the limit of {} bytes",
-                h.total_bytes, max_key_bytes
-            ),
-        ));
-    }
-    if h.start.is_none() {
-        return Err(malformed(
-            "header must say where to start: from_now or start_index".into(),
-        ));
-    }
-    Ok(())
 }
 
 /// A malformed key upload, as a gRPC status.

@@ -13,6 +13,8 @@ pub mod digests;
 pub mod error;
 pub mod grpc;
 pub mod grpc_deadline;
+pub mod grpc_header;
+pub mod grpc_pir;
 pub mod health;
 pub mod http;
 pub mod ingest;

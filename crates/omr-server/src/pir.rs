@@ -24,18 +24,24 @@ use crate::config::Config;
 use crate::error::ServiceError;
 use crate::metrics::PirMetrics;
 
-/// What building and serving epochs takes from the running server.
-#[derive(Debug, Clone, Copy)]
-pub struct Serving<'a> {
-    pub store: &'a Store,
-    pub config: &'a Config,
+/// What building and serving epochs takes from the running server (owned, so that a build can
+/// outlive the request that started it).
+#[derive(Debug, Clone)]
+pub struct Serving {
+    pub store: Store,
     /// Board indices per epoch ([`epoch_len`]).
     pub epoch_len: u64,
-    pub metrics: &'a PirMetrics,
+    pub max_attachment_bytes: usize,
+    pub retain_digest_messages: Option<u64>,
+    pub metrics: PirMetrics,
 }
 
 /// Bytes of the length that frames each attachment in its record.
 pub const FRAME_BYTES: usize = 4;
+
+/// The largest `max_attachment_bytes` omrd accepts: a fetch uploads one query per 4 KiB chunk,
+/// each as long as the epoch has chunks, so the upload grows with the square of this.
+pub const MAX_ATTACHMENT_BYTES: usize = 64 * 1024;
 
 /// The PIR database shape of one epoch for these settings.
 pub fn epoch_shape(epoch_len: u64, max_attachment_bytes: usize) -> Result<Shape, String> {
@@ -92,20 +98,23 @@ impl PirEpochs {
     }
 
     /// Epoch `epoch` built (at most one build per epoch at a time), after checking that the
-    /// server serves it: attachments on, the epoch closed, not deleted by retention.
-    pub async fn get(&self, at: Serving<'_>, epoch: u64) -> Result<Arc<BuiltEpoch>, ServiceError> {
+    /// server serves it: attachments on, the epoch closed, not deleted by retention. The build
+    /// runs in a task of its own: a request that gives up (its timeout) does not cancel it, and
+    /// the next request finds it done or joins it.
+    pub async fn get(&self, at: &Serving, epoch: u64) -> Result<Arc<BuiltEpoch>, ServiceError> {
         let (start, end) = served_range(at, epoch).await?;
         let slot = self.slot(epoch);
-        let built = slot
-            .get_or_try_init(|| async {
+        if let Some(built) = slot.get() {
+            return Ok(built.clone());
+        }
+        let at = at.clone();
+        let task = tokio::spawn(async move {
+            let init = || async {
                 let started = Instant::now();
-                let built = build(at, epoch, start, end).await;
+                let built = build(&at, epoch, start, end).await;
                 let result = if built.is_ok() { "ok" } else { "error" };
-                let metrics = at.metrics;
-                metrics.builds.with_label_values(&[result]).inc();
-                metrics
-                    .build_seconds
-                    .observe(started.elapsed().as_secs_f64());
+                at.metrics.builds.with_label_values(&[result]).inc();
+                (at.metrics.build_seconds).observe(started.elapsed().as_secs_f64());
                 if let Ok(b) = &built {
                     tracing::info!(
                         epoch,
@@ -117,15 +126,17 @@ impl PirEpochs {
                     );
                 }
                 built.map(Arc::new)
-            })
-            .await?;
-        Ok(built.clone())
+            };
+            slot.get_or_try_init(init).await.cloned()
+        });
+        task.await
+            .map_err(|e| ServiceError::internal("PIR build task", e))?
     }
 
     /// Answer `query` (its encoding) against epoch `epoch`.
     pub async fn answer(
         &self,
-        at: Serving<'_>,
+        at: &Serving,
         epoch: u64,
         query: &[u8],
     ) -> Result<Vec<u8>, ServiceError> {
@@ -148,10 +159,9 @@ impl PirEpochs {
 }
 
 /// The board range of `epoch` if the server serves it.
-async fn served_range(at: Serving<'_>, epoch: u64) -> Result<(u64, u64), ServiceError> {
-    let config = at.config;
+async fn served_range(at: &Serving, epoch: u64) -> Result<(u64, u64), ServiceError> {
     let unknown = |why: String| ServiceError::new(ErrorCode::UnknownEpoch, why);
-    if config.max_attachment_bytes == 0 {
+    if at.max_attachment_bytes == 0 {
         return Err(unknown(
             "this server takes no attachments (max_attachment_bytes = 0)".into(),
         ));
@@ -175,7 +185,7 @@ async fn served_range(at: Serving<'_>, epoch: u64) -> Result<(u64, u64), Service
             ),
         ));
     }
-    if end <= attachments_retired_below(config, len, head) {
+    if end <= attachments_retired_below(at.retain_digest_messages, len, head) {
         return Err(unknown(format!(
             "epoch {epoch} (board indices {start}..{end}) was deleted by retention \
              (retain_digest_messages)"
@@ -192,19 +202,12 @@ pub fn epoch_len(config: &Config, params: &ParamSet) -> u64 {
 /// The board index below which retention deletes attachments: the start of the epoch that holds
 /// `head - retain_digest_messages` (whole epochs only, so a database never changes), 0 when
 /// digests are kept forever.
-pub fn attachments_retired_below(config: &Config, len: u64, head: u64) -> u64 {
-    config
-        .retain_digest_messages
-        .map_or(0, |n| head.saturating_sub(n) / len * len)
+pub fn attachments_retired_below(retain_digest_messages: Option<u64>, len: u64, head: u64) -> u64 {
+    retain_digest_messages.map_or(0, |n| head.saturating_sub(n) / len * len)
 }
 
-async fn build(
-    at: Serving<'_>,
-    epoch: u64,
-    start: u64,
-    end: u64,
-) -> Result<BuiltEpoch, ServiceError> {
-    let shape = epoch_shape(at.epoch_len, at.config.max_attachment_bytes)
+async fn build(at: &Serving, epoch: u64, start: u64, end: u64) -> Result<BuiltEpoch, ServiceError> {
+    let shape = epoch_shape(at.epoch_len, at.max_attachment_bytes)
         .map_err(|e| ServiceError::internal("PIR shape", e))?;
     let attachments = (at.store.attachments(start, end).await)
         .map_err(|e| ServiceError::internal("reading an epoch's attachments", e))?;

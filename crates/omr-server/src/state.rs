@@ -64,6 +64,17 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// What serving attachment epochs by PIR takes from this server.
+    pub fn pir_serving(&self) -> crate::pir::Serving {
+        crate::pir::Serving {
+            store: self.store.clone(),
+            epoch_len: crate::pir::epoch_len(&self.config, self.params),
+            max_attachment_bytes: self.config.max_attachment_bytes,
+            retain_digest_messages: self.config.retain_digest_messages,
+            metrics: self.metrics.pir.clone(),
+        }
+    }
+
     /// Whether the detection job about to run must panic (fault injection for tests): true
     /// while [`AppState::inject_detection_panics`] was above 0, which it then decrements.
     #[doc(hidden)]

@@ -7,6 +7,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_core::Message;
 use omr_pir::{Answer, Hint};
+use omr_proto::v1::{AnswerPirQueryRequest, GetPirHintRequest};
 use omr_test_support::{insecure_keys, test_each_backend, TestDb, TestServer};
 use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
@@ -44,9 +45,10 @@ async fn hint(s: &TestServer, epoch: u64) -> Result<Hint, (StatusCode, String)> 
 
 /// Fetch board index `index`'s attachment by PIR: the record, unframed.
 async fn fetch(s: &TestServer, hint: &Hint, index: u64) -> Vec<u8> {
-    let epoch = index / EPOCH;
+    let len = hint.shape().records as u64;
+    let epoch = index / len;
     let (query, state) = hint
-        .query((index % EPOCH) as usize, &mut rand::thread_rng())
+        .query((index % len) as usize, &mut rand::thread_rng())
         .unwrap();
     let r = s
         .client()
@@ -134,7 +136,76 @@ async fn attachments_come_back_through_pir_once_their_epoch_closes(db: &TestDb) 
             );
         }
     }
-    // Each epoch's database was built once, whatever the number of requests.
+    // The same over gRPC: the hint in chunks, a fetch, the same errors.
+    let mut grpc = s.client().detector().await;
+    let http_hint = s
+        .client()
+        .get("/v1/pir/1/hint")
+        .await
+        .bytes()
+        .await
+        .unwrap();
+    let mut stream = grpc
+        .get_pir_hint(GetPirHintRequest { epoch: 1 })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut grpc_hint = Vec::new();
+    while let Some(part) = stream.message().await.unwrap() {
+        assert_eq!(part.total_bytes, http_hint.len() as u64);
+        grpc_hint.extend_from_slice(&part.chunk);
+    }
+    assert_eq!(grpc_hint, http_hint);
+    let hint1 = Hint::from_bytes(&grpc_hint).unwrap();
+    let index = 2 * EPOCH - 1;
+    let (query, state) = hint1
+        .query((index % EPOCH) as usize, &mut rand::thread_rng())
+        .unwrap();
+    let answer = grpc
+        .answer_pir_query(AnswerPirQueryRequest {
+            epoch: 1,
+            query: query.to_bytes(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .answer;
+    let record = hint1
+        .decode(&state, &Answer::from_bytes(&answer).unwrap())
+        .unwrap();
+    let len = u32::from_le_bytes(record[..4].try_into().unwrap()) as usize;
+    assert_eq!(record[4..4 + len], sent[index as usize][..]);
+    for (epoch, code, grpc_code) in [
+        (2, "epoch_open", tonic::Code::FailedPrecondition),
+        (u64::MAX, "unknown_epoch", tonic::Code::NotFound),
+    ] {
+        let e = grpc
+            .get_pir_hint(GetPirHintRequest { epoch })
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), grpc_code, "{e:?}");
+        assert_eq!(e.metadata().get("omr-error-code").unwrap(), code);
+    }
+    let e = (grpc
+        .answer_pir_query(AnswerPirQueryRequest {
+            epoch: 0,
+            query: vec![1, 2, 3],
+        })
+        .await)
+        .unwrap_err();
+    assert_eq!(
+        e.metadata().get("omr-error-code").unwrap(),
+        "malformed_pir_query"
+    );
+    let params = s.client().grpc_params().await;
+    assert_eq!(
+        (params.max_attachment_bytes, params.epoch_len),
+        (MAX as u64, EPOCH)
+    );
+
+    // Each epoch's database was built once, whatever the number of requests (16 fetches over
+    // HTTP, 1 over gRPC).
     let c = s.client();
     assert_eq!(
         c.metric(r#"omr_pir_builds_total{result="ok"}"#).await,
@@ -143,7 +214,7 @@ async fn attachments_come_back_through_pir_once_their_epoch_closes(db: &TestDb) 
     assert_eq!(
         c.metric(r#"omr_pir_requests_total{outcome="ok",route="query"}"#)
             .await,
-        Some(16.0)
+        Some(17.0)
     );
 
     // Open, unknown and malformed.
@@ -241,4 +312,62 @@ async fn oversized_attachments_are_refused_and_store_nothing(db: &TestDb) {
         (StatusCode::NOT_FOUND, "unknown_epoch".into())
     );
     assert_eq!(s.client().board(0, 10).await["head"], 1);
+}
+
+/// At the defaults, full size: an epoch of 4,096 messages, every eighth with an attachment of
+/// random size up to 64 KiB (the last one exactly 64 KiB), fetched over HTTP as a recipient
+/// would (a 10 MiB hint, a 4.7 MB query: past every default body and message limit on the way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_epoch_at_the_defaults_is_served_over_http() {
+    let db = TestDb::sqlite().await;
+    let s = TestServer::start_configured(&db, |c| {
+        let defaults = omr_server::config::Config::default();
+        c.epoch_len = defaults.epoch_len;
+        c.max_attachment_bytes = defaults.max_attachment_bytes;
+    })
+    .await;
+    let (epoch, max) = (4096u64, 64 * 1024);
+    let seed = rand::random();
+    println!("SEED: full epoch: {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let to = insecure_keys(4).clue_key;
+    let mut sent: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..epoch / 256 {
+        let mut framed = Vec::new();
+        for _ in 0..256 {
+            let i = sent.len() as u64;
+            let len = match i {
+                _ if i == epoch - 8 => max,
+                _ if i.is_multiple_of(8) => rng.gen_range(1..=max),
+                _ => 0,
+            };
+            let attachment: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            let m = Message::new(to.make_clue(), b"p".to_vec())
+                .unwrap()
+                .with_attachment(attachment.clone())
+                .unwrap()
+                .to_bytes();
+            framed.extend_from_slice(&(m.len() as u32).to_le_bytes());
+            framed.extend_from_slice(&m);
+            sent.push(attachment);
+        }
+        let (status, body) = s
+            .client()
+            .post_bytes("/v1/messages/batch", BINARY, framed)
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let hint = hint(&s, 0).await.unwrap();
+    assert_eq!(
+        hint.shape().chunks,
+        17,
+        "64 KiB and its length: 17 chunks of 4 KiB"
+    );
+    for index in [epoch - 8, 8 * rng.gen_range(0..epoch / 8), 1] {
+        assert_eq!(
+            fetch(&s, &hint, index).await,
+            sent[index as usize],
+            "index {index}"
+        );
+    }
 }

@@ -16,17 +16,7 @@ use omr_api::ErrorCode;
 use super::body::{body_kind, read_body, BodyKind};
 use crate::admission::Limit;
 use crate::error::ServiceError;
-use crate::pir::Serving;
 use crate::state::AppState;
-
-fn serving(state: &AppState) -> Serving<'_> {
-    Serving {
-        store: &state.store,
-        config: &state.config,
-        epoch_len: crate::pir::epoch_len(&state.config, state.params),
-        metrics: &state.metrics.pir,
-    }
-}
 
 fn octets(bytes: impl Into<Body>) -> Response {
     (
@@ -72,7 +62,7 @@ pub(super) async fn get_hint(
         state
             .admission
             .check(Limit::Digests, "/v1/pir/hint", client, 1)?;
-        let built = state.pir.get(serving(&state), epoch).await?;
+        let built = state.pir.get(&state.pir_serving(), epoch).await?;
         let mut resp = octets(built.hint.clone());
         resp.headers_mut().insert(
             header::CACHE_CONTROL,
@@ -115,7 +105,7 @@ pub(super) async fn post_query(
             ));
         }
         let shape = crate::pir::epoch_shape(
-            serving(&state).epoch_len,
+            crate::pir::epoch_len(&state.config, state.params),
             state.config.max_attachment_bytes.max(1),
         )
         .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
@@ -125,7 +115,10 @@ pub(super) async fn post_query(
             .admission
             .check(Limit::Digests, "/v1/pir/query", client, 1)?;
         Ok(octets(
-            state.pir.answer(serving(&state), epoch, &bytes).await?,
+            state
+                .pir
+                .answer(&state.pir_serving(), epoch, &bytes)
+                .await?,
         ))
     }
     .await;

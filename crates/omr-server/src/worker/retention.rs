@@ -45,7 +45,8 @@ pub async fn retention(state: Arc<AppState>, cancel: CancellationToken) {
 /// recipient that cannot get a digest cannot learn an index to fetch); how many went.
 async fn delete_attachments(state: &AppState, head: u64) -> u64 {
     let len = crate::pir::epoch_len(&state.config, state.params);
-    let before = crate::pir::attachments_retired_below(&state.config, len, head);
+    let before =
+        crate::pir::attachments_retired_below(state.config.retain_digest_messages, len, head);
     let mut deleted = 0;
     if before == 0 {
         return 0;

@@ -106,3 +106,22 @@ fn serves_on_ephemeral_ports_and_stops_on_sigterm() {
             .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
     }
 }
+
+#[test]
+fn refuses_attachments_larger_than_pir_can_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(OMRD)
+        .args(["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env_remove("OMR_DATABASE_URL")
+        .env("OMR_MAX_ATTACHMENT_BYTES", "65537")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("max_attachment_bytes = 65537") && err.contains("64 KiB"),
+        "{err}"
+    );
+}

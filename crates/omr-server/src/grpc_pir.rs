@@ -1,0 +1,72 @@
+//! The gRPC face of attachments by PIR (`GetPirHint`, `AnswerPirQuery`): the same bytes, rate
+//! limit, errors and metrics as the HTTP routes (`http/pir.rs`), the hint streamed in 1 MiB
+//! chunks.
+
+use std::pin::Pin;
+
+use futures::Stream;
+use omr_proto::v1::{
+    AnswerPirQueryRequest, AnswerPirQueryResponse, GetPirHintRequest, GetPirHintResponse,
+};
+use tonic::{Request, Response, Status};
+
+use crate::admission::Limit;
+use crate::error::ServiceError;
+use crate::state::AppState;
+
+pub type HintStream = Pin<Box<dyn Stream<Item = Result<GetPirHintResponse, Status>> + Send>>;
+
+fn count<T>(state: &AppState, route: &str, result: &Result<T, ServiceError>) {
+    let outcome = match result {
+        Ok(_) => "ok",
+        Err(e) => e.code.as_str(),
+    };
+    (state.metrics.pir.requests)
+        .with_label_values(&[route, outcome])
+        .inc();
+}
+
+pub async fn hint(
+    state: &AppState,
+    request: Request<GetPirHintRequest>,
+) -> Result<Response<HintStream>, Status> {
+    let result = async {
+        (state.admission).check_grpc(Limit::Digests, "GetPirHint", &request)?;
+        state
+            .pir
+            .get(&state.pir_serving(), request.get_ref().epoch)
+            .await
+    }
+    .await;
+    count(state, "hint", &result);
+    let hint = result?.hint.clone();
+    let total_bytes = hint.len() as u64;
+    let chunks: Vec<Result<GetPirHintResponse, Status>> = (0..hint.len())
+        .step_by(omr_api::CHUNK_BYTES)
+        .map(|at| {
+            let end = (at + omr_api::CHUNK_BYTES).min(hint.len());
+            Ok(GetPirHintResponse {
+                total_bytes,
+                chunk: hint.slice(at..end).to_vec(),
+            })
+        })
+        .collect();
+    Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+}
+
+pub async fn answer(
+    state: &AppState,
+    request: Request<AnswerPirQueryRequest>,
+) -> Result<Response<AnswerPirQueryResponse>, Status> {
+    let result = async {
+        (state.admission).check_grpc(Limit::Digests, "AnswerPirQuery", &request)?;
+        let r = request.get_ref();
+        state
+            .pir
+            .answer(&state.pir_serving(), r.epoch, &r.query)
+            .await
+    }
+    .await;
+    count(state, "query", &result);
+    Ok(Response::new(AnswerPirQueryResponse { answer: result? }))
+}
