@@ -15,6 +15,7 @@
 //!
 //! No I/O, no async. Everything that crosses the network has a versioned `to_bytes`/`from_bytes`.
 
+pub mod attachment;
 mod client;
 pub mod error;
 pub mod gauss;

@@ -11,20 +11,10 @@ use omr_proto::v1::{
 use tonic::{Request, Response, Status};
 
 use crate::admission::Limit;
-use crate::error::ServiceError;
+use crate::pir::count_request;
 use crate::state::AppState;
 
 pub type HintStream = Pin<Box<dyn Stream<Item = Result<GetPirHintResponse, Status>> + Send>>;
-
-fn count<T>(state: &AppState, route: &str, result: &Result<T, ServiceError>) {
-    let outcome = match result {
-        Ok(_) => "ok",
-        Err(e) => e.code.as_str(),
-    };
-    (state.metrics.pir.requests)
-        .with_label_values(&[route, outcome])
-        .inc();
-}
 
 pub async fn hint(
     state: &AppState,
@@ -38,7 +28,7 @@ pub async fn hint(
             .await
     }
     .await;
-    count(state, "hint", &result);
+    count_request(&state.metrics.pir, "hint", &result);
     let hint = result?.hint.clone();
     let total_bytes = hint.len() as u64;
     let chunks: Vec<Result<GetPirHintResponse, Status>> = (0..hint.len())
@@ -67,6 +57,6 @@ pub async fn answer(
             .await
     }
     .await;
-    count(state, "query", &result);
+    count_request(&state.metrics.pir, "query", &result);
     Ok(Response::new(AnswerPirQueryResponse { answer: result? }))
 }

@@ -1,7 +1,7 @@
 //! Attachments by PIR: each closed epoch of the board (`epoch_len` indices, aligned like the
 //! accumulators) becomes an `omr-pir` database whose record i is the attachment of board index
-//! `epoch · epoch_len + i`, framed as its length (u32 LE) then its bytes, zero-padded to the
-//! epoch's record size (none: all zeros, length 0). Its hint is computed once per process
+//! `epoch · epoch_len + i`, framed by `omr_pir::attachment` (its length, then its bytes,
+//! zero-padded; none: all zeros). Its hint is computed once per process
 //! (the seed is chosen once per epoch in the store, so every process of a fleet serves the same
 //! hint) and kept, with the database, for the `pir_cached_epochs` most recently used epochs.
 //!
@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use omr_api::ErrorCode;
+use omr_pir::attachment::frame;
 use omr_pir::{Database, Query, Shape, PIR_V1};
 use tokio::sync::{OnceCell, Semaphore};
 
@@ -36,17 +37,24 @@ pub struct Serving {
     pub metrics: PirMetrics,
 }
 
-/// Bytes of the length that frames each attachment in its record.
-pub const FRAME_BYTES: usize = 4;
-
 /// The largest `max_attachment_bytes` omrd accepts: a fetch uploads one query per 4 KiB chunk,
 /// each as long as the epoch has chunks, so the upload grows with the square of this.
 pub const MAX_ATTACHMENT_BYTES: usize = 64 * 1024;
 
+/// Count a hint or query request (HTTP or gRPC) by `route` and outcome (`ok` or the error
+/// code).
+pub fn count_request<T>(metrics: &PirMetrics, route: &str, result: &Result<T, ServiceError>) {
+    let outcome = match result {
+        Ok(_) => "ok",
+        Err(e) => e.code.as_str(),
+    };
+    metrics.requests.with_label_values(&[route, outcome]).inc();
+}
+
 /// The PIR database shape of one epoch for these settings.
 pub fn epoch_shape(epoch_len: u64, max_attachment_bytes: usize) -> Result<Shape, String> {
     let records = usize::try_from(epoch_len).map_err(|e| e.to_string())?;
-    Shape::for_records(records, max_attachment_bytes + FRAME_BYTES).map_err(|e| {
+    Shape::for_attachments(records, max_attachment_bytes).map_err(|e| {
         format!(
             "epoch_len = {epoch_len} with max_attachment_bytes = {max_attachment_bytes} makes \
              no PIR database: {e}"
@@ -215,12 +223,8 @@ async fn build(at: &Serving, epoch: u64, start: u64, end: u64) -> Result<BuiltEp
         .map_err(|e| ServiceError::internal("the epoch's PIR seed", e))?;
     tokio::task::spawn_blocking(move || -> Result<BuiltEpoch, String> {
         let mut db = Database::new(&PIR_V1, shape).map_err(|e| e.to_string())?;
-        let mut record = Vec::with_capacity(shape.record_bytes);
         for (index, bytes) in attachments {
-            record.clear();
-            record.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            record.extend_from_slice(&bytes);
-            db.set_record((index - start) as usize, &record)
+            db.set_record((index - start) as usize, &frame(&bytes))
                 .map_err(|e| format!("attachment of board index {index}: {e}"))?;
         }
         let hint = Bytes::from(db.preprocess(seed).to_bytes());

@@ -6,6 +6,7 @@
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_core::Message;
+use omr_pir::attachment::{unframe, FRAME_BYTES};
 use omr_pir::{Answer, Hint};
 use omr_proto::v1::{AnswerPirQueryRequest, GetPirHintRequest};
 use omr_test_support::{insecure_keys, test_each_backend, TestDb, TestServer};
@@ -62,9 +63,10 @@ async fn fetch(s: &TestServer, hint: &Hint, index: u64) -> Vec<u8> {
     assert_eq!(r.status(), StatusCode::OK);
     let answer = Answer::from_bytes(&r.bytes().await.unwrap()).expect("an answer");
     let record = hint.decode(&state, &answer).unwrap();
-    let len = u32::from_le_bytes(record[..4].try_into().unwrap()) as usize;
-    assert!(record[4 + len..].iter().all(|&b| b == 0), "zero padding");
-    record[4..4 + len].to_vec()
+    let attachment = unframe(&record).expect("a framed record").to_vec();
+    let padding = &record[FRAME_BYTES + attachment.len()..];
+    assert!(padding.iter().all(|&b| b == 0), "zero padding");
+    attachment
 }
 
 async fn attachments_come_back_through_pir_once_their_epoch_closes(db: &TestDb) {
@@ -173,8 +175,7 @@ async fn attachments_come_back_through_pir_once_their_epoch_closes(db: &TestDb) 
     let record = hint1
         .decode(&state, &Answer::from_bytes(&answer).unwrap())
         .unwrap();
-    let len = u32::from_le_bytes(record[..4].try_into().unwrap()) as usize;
-    assert_eq!(record[4..4 + len], sent[index as usize][..]);
+    assert_eq!(unframe(&record), Some(&sent[index as usize][..]));
     for (epoch, code, grpc_code) in [
         (2, "epoch_open", tonic::Code::FailedPrecondition),
         (u64::MAX, "unknown_epoch", tonic::Code::NotFound),

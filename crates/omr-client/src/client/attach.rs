@@ -9,15 +9,13 @@
 
 use std::sync::Arc;
 
+use omr_pir::attachment::unframe;
 use omr_pir::{Answer, Hint, Shape, PIR_V1};
 
 use super::{Client, Progress, Sent};
 use crate::address::Address;
 use crate::error::{Api, Error, Result};
 use crate::seal::{AttachmentRef, SealKey, ATTACHMENT_REF_LEN, SEAL_OVERHEAD};
-
-/// Bytes of the length that frames an attachment in its PIR record (omrd's framing).
-const FRAME_BYTES: usize = 4;
 
 impl Client {
     /// Seal `attachment` to the recipient at `to`, seal `letter` with the attachment's
@@ -74,11 +72,8 @@ impl Client {
             });
         }
         let epoch = index / params.epoch_len;
-        let shape = Shape::for_records(
-            params.epoch_len as usize,
-            params.max_attachment_bytes + FRAME_BYTES,
-        )
-        .map_err(|e| self.protocol(Api::Http, format!("its attachment settings: {e}")))?;
+        let shape = Shape::for_attachments(params.epoch_len as usize, params.max_attachment_bytes)
+            .map_err(|e| self.protocol(Api::Http, format!("its attachment settings: {e}")))?;
         let hint = Arc::new(self.pir_hint(epoch, shape, progress).await?);
         let record = (index % params.epoch_len) as usize;
         let h = hint.clone();
@@ -106,10 +101,9 @@ impl Client {
             .map_err(|e| self.protocol(Api::Http, format!("decoding the PIR answer: {e}")))?
             .map_err(|e| self.protocol(Api::Http, format!("the PIR answer: {e}")))?;
         let bad = |reason: String| Error::Attachment { index, reason };
-        let len = u32::from_le_bytes(record[..FRAME_BYTES].try_into().expect("4 bytes")) as usize;
-        let sealed = record
-            .get(FRAME_BYTES..FRAME_BYTES + len)
-            .ok_or_else(|| bad(format!("its record claims {len} bytes, more than it holds")))?;
+        let sealed = unframe(&record).ok_or_else(|| {
+            bad("its record's length runs past the record (the fetch decoded wrong)".into())
+        })?;
         seal.open_attachment(sealed, reference)
             .map_err(|e| bad(e.to_string()))
     }

@@ -16,6 +16,7 @@ use omr_api::ErrorCode;
 use super::body::{body_kind, read_body, BodyKind};
 use crate::admission::Limit;
 use crate::error::ServiceError;
+use crate::pir::count_request;
 use crate::state::AppState;
 
 fn octets(bytes: impl Into<Body>) -> Response {
@@ -25,19 +26,6 @@ fn octets(bytes: impl Into<Body>) -> Response {
         bytes.into(),
     )
         .into_response()
-}
-
-fn count(state: &AppState, route: &str, result: &Result<Response, ServiceError>) {
-    let outcome = match result {
-        Ok(_) => "ok",
-        Err(e) => e.code.as_str(),
-    };
-    state
-        .metrics
-        .pir
-        .requests
-        .with_label_values(&[route, outcome])
-        .inc();
 }
 
 /// The hint of a closed epoch's attachment database (omr-pir encoding).
@@ -71,7 +59,7 @@ pub(super) async fn get_hint(
         Ok(resp)
     }
     .await;
-    count(&state, "hint", &result);
+    count_request(&state.metrics.pir, "hint", &result);
     result.unwrap_or_else(IntoResponse::into_response)
 }
 
@@ -104,24 +92,17 @@ pub(super) async fn post_query(
                 "a PIR query is application/octet-stream",
             ));
         }
-        let shape = crate::pir::epoch_shape(
-            crate::pir::epoch_len(&state.config, state.params),
-            state.config.max_attachment_bytes.max(1),
-        )
-        .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
+        let at = state.pir_serving();
+        let shape = crate::pir::epoch_shape(at.epoch_len, at.max_attachment_bytes.max(1))
+            .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
         let bytes = read_body(&headers, body, shape.query_bytes()).await?;
         let client = state.admission.http_client(peer, &headers);
         state
             .admission
             .check(Limit::Digests, "/v1/pir/query", client, 1)?;
-        Ok(octets(
-            state
-                .pir
-                .answer(&state.pir_serving(), epoch, &bytes)
-                .await?,
-        ))
+        Ok(octets(state.pir.answer(&at, epoch, &bytes).await?))
     }
     .await;
-    count(&state, "query", &result);
+    count_request(&state.metrics.pir, "query", &result);
     result.unwrap_or_else(IntoResponse::into_response)
 }
