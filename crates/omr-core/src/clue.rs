@@ -1,12 +1,16 @@
 //! The sender's side: a clue is ℓ encryptions of zero under the recipient's clue key, made with
-//! the compact public key (one shared mask polynomial, ℓ bodies), modulus-switched to 2·N1 and
-//! bit-packed.
+//! the compact public key (`omr-v1`: one shared mask polynomial, ℓ bodies) or the module key
+//! (`omr-v2`: one shared mask of r polynomials, ℓ bodies; `crate::mlwe`), modulus-switched to
+//! 2·N1 and bit-packed.
 
 use tfhe::core_crypto::prelude::*;
+
+use tfhe::core_crypto::commons::math::random::RandomGenerator;
 
 use crate::codec::{pack_bits, write_header, Kind, Reader, HEADER_LEN};
 use crate::error::OmrError;
 use crate::keys::ClueKey;
+use crate::mlwe;
 use crate::params::ParamSet;
 
 /// Size limit when decoding a clue.
@@ -39,9 +43,14 @@ impl ClueKey {
     /// Encrypt a fresh clue for this address (sender side; uses OS entropy).
     pub fn make_clue(&self) -> Clue {
         let p = self.params;
-        let pk = self.public_key();
         let mut boxed = new_seeder();
         let seeder = boxed.as_mut();
+        if p.clue_rank > 1 {
+            let mut gen = RandomGenerator::<DefaultRandomGenerator>::new(seeder.seed());
+            let (mask, bodies) = mlwe::encrypt_zeros(p, self.seed, &self.body(), &mut gen);
+            return Clue::switched(p, &mask, &bodies);
+        }
+        let pk = self.public_key();
         let mut gen =
             EncryptionRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed(), seeder);
         let mut list = LweCompactCiphertextList::new(
@@ -60,27 +69,22 @@ impl ClueKey {
             noise,
             gen.noise_generator_mut(),
         );
-        let log = p.clue_modulus_log();
         let (mask_list, body_list) = list.get_mask_and_body_list();
-        let mask = mask_list
-            .as_ref()
-            .iter()
-            .map(|&a| switch_native(a, log))
-            .collect();
-        let bodies = body_list
-            .as_ref()
-            .iter()
-            .map(|&b| switch_native(b, log))
-            .collect();
-        Clue {
-            params: p,
-            mask,
-            bodies,
-        }
+        Clue::switched(p, mask_list.as_ref(), body_list.as_ref())
     }
 }
 
 impl Clue {
+    /// The clue of a native-modulus mask and bodies, switched to the transport modulus 2·N1.
+    fn switched(p: &'static ParamSet, mask: &[u64], bodies: &[u64]) -> Clue {
+        let log = p.clue_modulus_log();
+        Clue {
+            params: p,
+            mask: mask.iter().map(|&a| switch_native(a, log)).collect(),
+            bodies: bodies.iter().map(|&b| switch_native(b, log)).collect(),
+        }
+    }
+
     pub fn params(&self) -> &'static ParamSet {
         self.params
     }
@@ -115,11 +119,15 @@ impl Clue {
         })
     }
 
-    /// Mask of the j-th expanded LWE ciphertext: the shared mask times X^j (negacyclic), as
-    /// tfhe's compact-list expansion defines it, on values modulo 2·N1.
+    /// Mask of the j-th expanded LWE ciphertext, on values modulo 2·N1: for rank 1 the shared
+    /// mask times X^j (negacyclic), as tfhe's compact-list expansion defines it; for a module
+    /// key, [`mlwe::expanded_mask`].
     pub(crate) fn expanded_mask(&self, j: usize, out: &mut [usize]) {
         let n = self.mask.len();
         let q = 1u64 << self.params.clue_modulus_log();
+        if self.params.clue_rank > 1 {
+            return mlwe::expanded_mask(&self.mask, self.params.clue_rank, j, q - 1, out);
+        }
         for (i, o) in out.iter_mut().enumerate() {
             *o = if i >= j {
                 self.mask[i - j]

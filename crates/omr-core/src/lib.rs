@@ -13,7 +13,7 @@
 //! versioned, size-limited `to_bytes`/`from_bytes`.
 //!
 //! Modules are layered; each uses only layers below it (bottom to top): `error`, `params`,
-//! `codec`, `fft_plans`, `postage` -> `prime` (GLWE mod p), `layout` (digest plaintext layout and PRF) -> `keys` ->
+//! `codec`, `fft_plans`, `postage`, `mlwe` (module-LWE clues) -> `prime` (GLWE mod p), `layout` (digest plaintext layout and PRF) -> `keys` ->
 //! `clue` -> `detect`, `message` -> `digest` (accumulator, digest, digest key) -> `decode`;
 //! `noise` and `security` analyse the scheme from above.
 
@@ -27,6 +27,7 @@ mod fft_plans;
 pub mod keys;
 mod layout;
 pub mod message;
+mod mlwe;
 pub mod noise;
 pub mod params;
 pub mod postage;
@@ -44,5 +45,5 @@ pub use keys::{
     EXPANDED_KEY_VERSION,
 };
 pub use message::Message;
-pub use params::{ParamSet, INSECURE_TEST, OMR_V1};
+pub use params::{ParamSet, INSECURE_TEST, OMR_V1, OMR_V2};
 pub use postage::{Postage, MAX_POSTAGE_BITS};

@@ -19,8 +19,11 @@ pub struct ParamSet {
     pub insecure: bool,
 
     // --- Clue (compact public key encryption, modulus-switched for transport) ---
-    /// Clue LWE dimension n (a power of two: the compact public key lives in Z[X]/(X^n+1)).
+    /// Clue LWE dimension n.
     pub clue_dim: usize,
+    /// Module rank r of the clue key: 1 = tfhe-rs's compact public key over Z[X]/(X^n+1) (n a
+    /// power of two); r > 1 = a module of rank r over Z[X]/(X^(n/r)+1) (`crate::mlwe`).
+    pub clue_rank: usize,
     /// Number of clue ciphertexts per message (ℓ).
     pub clue_count: usize,
     /// TUniform bound (log2) of the public-key and encryption noise at q = 2^64.
@@ -125,6 +128,7 @@ pub const OMR_V1: ParamSet = ParamSet {
     id: 1,
     insecure: false,
     clue_dim: 1024,
+    clue_rank: 1,
     clue_count: 4,
     clue_noise_log2: 43,
     box_half_width: 42,
@@ -158,12 +162,55 @@ pub const OMR_V1: ParamSet = ParamSet {
     max_kbar: 256,
 };
 
+/// The second production set: module-LWE clues of dimension 768 (level 1 blind-rotates 768
+/// coefficients per clue body instead of 1024), a 3-level level-2 key, cheaper prime-stage
+/// keyswitches, accumulators of 2^14 messages. docs/PARAMETERS.md argues it like [`OMR_V1`].
+pub const OMR_V2: ParamSet = ParamSet {
+    name: "omr-v2",
+    id: 2,
+    insecure: false,
+    clue_dim: 768,
+    clue_rank: 3,
+    clue_count: 4,
+    clue_noise_log2: 49,
+    box_half_width: 38,
+    n1: 2048,
+    bsk1_base_log: 22,
+    bsk1_levels: 1,
+    glwe1_noise_log2: 17,
+    lwe2_dim: 768,
+    ksk_base_log: 2,
+    ksk_levels: 7,
+    lwe2_noise_log2: 49,
+    n2: 2048,
+    bsk2_base_log: 12,
+    bsk2_levels: 3,
+    glwe2_noise_log2: 17,
+    k3: 2,
+    glwe3_noise_log2: 4,
+    up_base_log: 16,
+    up_levels: 3,
+    trace_base_log: 16,
+    trace_levels: 3,
+    down_base_log: 10,
+    down_levels: 3,
+    plain_modulus: 257,
+    payload_bytes: 612,
+    digest_modulus_log: 18,
+    max_range: 1 << 14,
+    index_segments: 5,
+    checksum_slots: 4,
+    payload_margin: 3,
+    max_kbar: 256,
+};
+
 /// A small, fast set for unit tests. NOT SECURE: dimensions and noise far below 128 bits.
 pub const INSECURE_TEST: ParamSet = ParamSet {
     name: "insecure-test",
     id: 200,
     insecure: true,
     clue_dim: 256,
+    clue_rank: 1,
     clue_count: 4,
     clue_noise_log2: 20,
     box_half_width: 21,
@@ -198,4 +245,4 @@ pub const INSECURE_TEST: ParamSet = ParamSet {
 };
 
 /// Every known parameter set.
-pub const ALL: &[&ParamSet] = &[&OMR_V1, &INSECURE_TEST];
+pub const ALL: &[&ParamSet] = &[&OMR_V1, &OMR_V2, &INSECURE_TEST];

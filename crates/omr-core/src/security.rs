@@ -53,7 +53,11 @@ pub fn instances(p: &ParamSet) -> Vec<Instance> {
     };
     vec![
         mk(
-            "clue key and clues (RLWE, N = n)",
+            if p.clue_rank > 1 {
+                "clue key and clues (module LWE, rank r, N = n/r)"
+            } else {
+                "clue key and clues (RLWE, N = n)"
+            },
             p.clue_dim,
             q,
             p.clue_noise_log2,
@@ -100,14 +104,16 @@ pub fn instances(p: &ParamSet) -> Vec<Instance> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::params::{INSECURE_TEST, OMR_V1};
+    use crate::params::{INSECURE_TEST, OMR_V1, OMR_V2};
 
     #[test]
     fn every_production_instance_meets_the_132_bit_formula() {
-        for i in instances(&OMR_V1) {
-            assert!(i.is_secure(), "{i:?}");
+        for p in [&OMR_V1, &OMR_V2] {
+            for i in instances(p) {
+                assert!(i.is_secure(), "{}: {i:?}", p.name);
+            }
         }
-        const { assert!(!OMR_V1.insecure) };
+        const { assert!(!OMR_V1.insecure && !OMR_V2.insecure) };
     }
 
     #[test]

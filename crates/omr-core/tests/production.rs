@@ -1,9 +1,9 @@
-//! The production parameter set, measured: sizes, per-stage noise against the predicted budget,
-//! clue false-positive/negative statistics, and an exact end-to-end digest. Slow (tens of seconds
-//! in release); part of the normal test run.
+//! The production parameter sets (`omr-v1`, `omr-v2`), measured: sizes, per-stage noise against
+//! the predicted budget, clue false-positive/negative statistics, and an exact end-to-end digest.
+//! Slow (tens of seconds in release); part of the normal test run.
 
 use omr_core::noise::Budget;
-use omr_core::{keygen, ClueKey, Digest, FoldScratch, KeySet, OMR_V1};
+use omr_core::{keygen, ClueKey, Digest, FoldScratch, KeySet, ParamSet, OMR_V1, OMR_V2};
 use std::sync::OnceLock;
 
 const KBAR: usize = 50;
@@ -13,11 +13,13 @@ struct Fixture {
     other: KeySet,
 }
 
-fn fixture() -> &'static Fixture {
-    static F: OnceLock<Fixture> = OnceLock::new();
-    F.get_or_init(|| Fixture {
-        me: keygen(&OMR_V1, KBAR).expect("keygen"),
-        other: keygen(&OMR_V1, KBAR).expect("keygen"),
+fn fixture(p: &'static ParamSet) -> &'static Fixture {
+    static V1: OnceLock<Fixture> = OnceLock::new();
+    static V2: OnceLock<Fixture> = OnceLock::new();
+    let cell = if p.id == OMR_V1.id { &V1 } else { &V2 };
+    cell.get_or_init(|| Fixture {
+        me: keygen(p, KBAR).expect("keygen"),
+        other: keygen(p, KBAR).expect("keygen"),
     })
 }
 
@@ -51,23 +53,52 @@ fn assert_near(what: &str, measured: f64, predicted: f64, slack_bits: f64) {
 }
 
 #[test]
-fn production_sizes_meet_their_targets() {
-    let f = fixture();
+fn v1_sizes_meet_their_targets() {
+    sizes_meet(&OMR_V1, 120_000_000, 500_000);
+}
+
+#[test]
+fn v2_sizes_meet_their_targets() {
+    sizes_meet(&OMR_V2, 80_000_000, 200_000);
+}
+
+fn sizes_meet(p: &'static ParamSet, max_detection_key: usize, max_digest: usize) {
+    let f = fixture(p);
     let clue = f.me.clue_key.make_clue().to_bytes();
     assert!(clue.len() <= 1600, "clue {} B", clue.len());
     let ck = f.me.clue_key.to_bytes();
     assert!(ck.len() <= 4096, "clue key {} B", ck.len());
     assert_eq!(ClueKey::from_bytes(&ck).unwrap(), f.me.clue_key);
     let dk = f.me.detection_key.to_bytes();
-    assert!(dk.len() <= 120_000_000, "detection key {} B", dk.len());
-    assert!(Digest::encoded_len(&OMR_V1, KBAR) <= 500_000);
+    eprintln!(
+        "{}: clue {} B, clue key {} B, detection key {} B",
+        p.name,
+        clue.len(),
+        ck.len(),
+        dk.len()
+    );
+    assert!(
+        dk.len() <= max_detection_key,
+        "detection key {} B",
+        dk.len()
+    );
+    assert!(Digest::encoded_len(p, KBAR) <= max_digest);
 }
 
 #[test]
-fn clue_noise_and_box_statistics_match_the_prediction() {
-    let f = fixture();
-    let budget = Budget::predict(&OMR_V1, KBAR);
-    let h = OMR_V1.box_half_width as i64;
+fn v1_clue_noise_and_box_statistics_match_the_prediction() {
+    clue_statistics(&OMR_V1);
+}
+
+#[test]
+fn v2_clue_noise_and_box_statistics_match_the_prediction() {
+    clue_statistics(&OMR_V2);
+}
+
+fn clue_statistics(p: &'static ParamSet) {
+    let f = fixture(p);
+    let budget = Budget::predict(p, KBAR);
+    let h = p.box_half_width as i64;
     let mut own = Vec::new();
     let mut hits = 0usize;
     let mut samples = 0usize;
@@ -90,7 +121,7 @@ fn clue_noise_and_box_statistics_match_the_prediction() {
         0.2,
     );
     // A wrong key's clue lands in the box with probability (2h+1)/2N1: check within 5σ.
-    let prob = (2 * h + 1) as f64 / (2 * OMR_V1.n1) as f64;
+    let prob = (2 * h + 1) as f64 / (2 * p.n1) as f64;
     let mean = prob * samples as f64;
     let sd = (samples as f64 * prob * (1.0 - prob)).sqrt();
     eprintln!("wrong-key box hits: {hits} of {samples} (expected {mean:.1} ± {sd:.1})");
@@ -98,9 +129,18 @@ fn clue_noise_and_box_statistics_match_the_prediction() {
 }
 
 #[test]
-fn production_detection_noise_matches_the_budget_and_digests_decode_exactly() {
-    let f = fixture();
-    let budget = Budget::predict(&OMR_V1, KBAR);
+fn v1_detection_noise_matches_the_budget_and_digests_decode_exactly() {
+    detection_noise(&OMR_V1);
+}
+
+#[test]
+fn v2_detection_noise_matches_the_budget_and_digests_decode_exactly() {
+    detection_noise(&OMR_V2);
+}
+
+fn detection_noise(p: &'static ParamSet) {
+    let f = fixture(p);
+    let budget = Budget::predict(p, KBAR);
     let dk = f.me.detection_key.expand();
     let (mut l1, mut ks, mut l2, mut trc, mut rest) = (vec![], vec![], vec![], vec![], vec![]);
     let mut acc = dk.new_accumulator(7_000);
@@ -118,14 +158,14 @@ fn production_detection_noise_matches_the_budget_and_digests_decode_exactly() {
         let e = f.me.secret.measure(&trace);
         assert_eq!(e.bit, mine as u64, "message {k}: pertinency bit");
         if mine {
-            assert_eq!(e.level1_sum, OMR_V1.clue_count as i64);
+            assert_eq!(e.level1_sum, p.clue_count as i64);
         }
         l1.push(e.level1);
         ks.push(e.keyswitch - e.level1);
         l2.push(e.level2);
         trc.push(e.trace_constant);
         rest.push(e.trace_rest_rms);
-        let payload: Vec<u8> = (0..OMR_V1.payload_bytes)
+        let payload: Vec<u8> = (0..p.payload_bytes)
             .map(|b| (b as u64 * 13 + index) as u8)
             .collect();
         dk.fold(&mut acc, index, &pv, &payload, &mut scratch)
@@ -159,7 +199,7 @@ fn production_detection_noise_matches_the_budget_and_digests_decode_exactly() {
         + budget.digest_switch_std.powi(2))
     .sqrt();
     let layout = dk.layout();
-    let payload_errs = &errs[layout.index_polys * OMR_V1.n2..];
+    let payload_errs = &errs[layout.index_polys * p.n2..];
     assert_near(
         "digest payload coefficients (24 messages)",
         std_dev(payload_errs),
@@ -168,7 +208,7 @@ fn production_detection_noise_matches_the_budget_and_digests_decode_exactly() {
     );
     let max = errs.iter().fold(0f64, |a, e| a.max(e.abs()));
     assert!(
-        max < 1.0 / (2.0 * OMR_V1.plain_modulus as f64) / 4.0,
+        max < 1.0 / (2.0 * p.plain_modulus as f64) / 4.0,
         "max digest error {max}"
     );
 }

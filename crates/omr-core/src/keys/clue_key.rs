@@ -1,5 +1,6 @@
-//! The public clue key (the recipient's address): a seeded compact public key whose body is
-//! rounded to its top bits; its encoding.
+//! The public clue key (the recipient's address): a seeded compact public key (or, for a
+//! module-rank set, a seeded module key: `crate::mlwe`) whose body is rounded to its top bits;
+//! its encoding.
 
 use tfhe::core_crypto::commons::math::random::{CompressionSeed, Seed};
 use tfhe::core_crypto::prelude::*;
@@ -38,11 +39,16 @@ impl ClueKey {
         }
     }
 
-    pub(crate) fn public_key(&self) -> LweCompactPublicKeyOwned<u64> {
+    /// The key body at q = 2^64 (its dropped low bits zero).
+    pub(crate) fn body(&self) -> Vec<u64> {
         let dropped = self.params.clue_key_dropped_bits();
-        let body: Vec<u64> = self.body_hi.iter().map(|&b| b << dropped).collect();
+        self.body_hi.iter().map(|&b| b << dropped).collect()
+    }
+
+    /// tfhe-rs's compact public key (rank-1 sets only).
+    pub(crate) fn public_key(&self) -> LweCompactPublicKeyOwned<u64> {
         SeededLweCompactPublicKey::from_container(
-            body,
+            self.body(),
             CompressionSeed::from(Seed(self.seed)),
             native(),
         )

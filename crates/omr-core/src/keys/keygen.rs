@@ -3,7 +3,7 @@
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
-use tfhe::core_crypto::commons::math::random::{CompressionSeed, Seed};
+use tfhe::core_crypto::commons::math::random::{CompressionSeed, RandomGenerator, Seed};
 use tfhe::core_crypto::prelude::*;
 
 use super::clue_key::ClueKey;
@@ -90,6 +90,11 @@ fn secret_key(
 fn clue_key(sk: &SecretKey, seeder: &mut dyn Seeder, rng: &mut ChaCha20Rng) -> ClueKey {
     let params = sk.params;
     let seed = random_u128(rng);
+    if params.clue_rank > 1 {
+        let mut noise = RandomGenerator::<DefaultRandomGenerator>::new(seeder.seed());
+        let body = crate::mlwe::public_body(params, seed, sk.clue_sk.as_ref(), &mut noise);
+        return ClueKey::from_seeded(params, seed, &body);
+    }
     let mut seeded_pk = SeededLweCompactPublicKey::new(
         0u64,
         LweDimension(params.clue_dim),
