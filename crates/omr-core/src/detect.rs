@@ -209,7 +209,7 @@ impl DetectionKey {
         let mut switched_bodies = Vec::with_capacity(batch);
         for big in &bigs {
             let mut small = LweCiphertext::new(0u64, LweSize(p.lwe2_dim + 1), native);
-            keyswitch_lwe_ciphertext(&self.ksk, big, &mut small);
+            self.ksk.keyswitch(big, &mut small);
             switched_masks.push(
                 small
                     .get_mask()

@@ -41,6 +41,9 @@ pub struct ParamSet {
     pub lwe2_dim: usize,
     pub ksk_base_log: usize,
     pub ksk_levels: usize,
+    /// log2 of the keyswitching key's modulus: 64, or 32 (tfhe-rs's KS32 pattern: half the
+    /// memory; `lwe2_noise_log2` is then relative to 2^32).
+    pub ksk_modulus_log: u32,
     pub lwe2_noise_log2: u32,
 
     // --- Level 2: blind rotation into GLWE(k=1, N2) at q = 2^64 ---
@@ -139,6 +142,7 @@ pub const OMR_V1: ParamSet = ParamSet {
     lwe2_dim: 768,
     ksk_base_log: 2,
     ksk_levels: 7,
+    ksk_modulus_log: 64,
     lwe2_noise_log2: 49,
     n2: 2048,
     bsk2_base_log: 9,
@@ -181,7 +185,8 @@ pub const OMR_V2: ParamSet = ParamSet {
     lwe2_dim: 768,
     ksk_base_log: 2,
     ksk_levels: 7,
-    lwe2_noise_log2: 49,
+    ksk_modulus_log: 32,
+    lwe2_noise_log2: 17,
     n2: 2048,
     bsk2_base_log: 12,
     bsk2_levels: 3,
@@ -221,6 +226,7 @@ pub const INSECURE_TEST: ParamSet = ParamSet {
     lwe2_dim: 256,
     ksk_base_log: 4,
     ksk_levels: 5,
+    ksk_modulus_log: 64,
     lwe2_noise_log2: 20,
     n2: 512,
     bsk2_base_log: 16,

@@ -71,7 +71,7 @@ pub fn instances(p: &ParamSet) -> Vec<Instance> {
         mk(
             "LWE keyswitching key (LWE n2)",
             p.lwe2_dim,
-            q,
+            p.ksk_modulus_log as f64,
             p.lwe2_noise_log2,
         ),
         mk(

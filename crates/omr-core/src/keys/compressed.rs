@@ -75,11 +75,7 @@ impl CompressedDetectionKey {
             Self::bsk_body_count(p.clue_dim, p.n1, p.bsk1_levels),
             ParamSet::dropped_bits_for_noise(p.glwe1_noise_log2),
         )?;
-        let ksk = SeededNative::read_from(
-            &mut r,
-            p.n1 * p.ksk_levels,
-            ParamSet::dropped_bits_for_noise(p.lwe2_noise_log2),
-        )?;
+        let ksk = SeededNative::read_from(&mut r, p.n1 * p.ksk_levels, p.ksk_dropped_bits())?;
         let bsk2 = SeededNative::read_from(
             &mut r,
             Self::bsk_body_count(p.lwe2_dim, p.n2, p.bsk2_levels),

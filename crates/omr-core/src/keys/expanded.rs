@@ -8,6 +8,7 @@ use tfhe::core_crypto::commons::math::random::{CompressionSeed, Seed};
 use tfhe::core_crypto::prelude::*;
 
 use super::compressed::CompressedDetectionKey;
+use super::lwe_ksk::LweKsk;
 use super::seeded::{native, SeededNative};
 use crate::layout::Layout;
 use crate::params::ParamSet;
@@ -24,7 +25,7 @@ pub struct DetectionKey {
     pub(crate) prf_seed: [u8; 32],
     pub(crate) layout: Layout,
     pub(crate) bsk1: FourierLweBootstrapKeyOwned,
-    pub(crate) ksk: LweKeyswitchKeyOwned<u64>,
+    pub(crate) ksk: LweKsk,
     pub(crate) bsk2: FourierLweBootstrapKeyOwned,
     pub(crate) up: PrimeKeyswitchKey,
     pub(crate) trace: Vec<PrimeKeyswitchKey>,
@@ -64,7 +65,7 @@ impl DetectionKey {
         kbar: usize,
         prf_seed: [u8; 32],
         [bsk1, bsk2]: [FourierLweBootstrapKeyOwned; 2],
-        ksk: LweKeyswitchKeyOwned<u64>,
+        ksk: LweKsk,
         mut primes: Vec<PrimeKeyswitchKey>,
     ) -> Self {
         let down = primes.pop().expect("up, the trace keys and down");
@@ -90,7 +91,7 @@ impl DetectionKey {
         let c64 = 16;
         self.bsk1.as_view().data().len() * c64
             + self.bsk2.as_view().data().len() * c64
-            + self.ksk.as_ref().len() * 8
+            + self.ksk.memory_bytes()
             + (self.up.rows.len()
                 + self.down.rows.len()
                 + self.trace.iter().map(|t| t.rows.len()).sum::<usize>())
@@ -165,15 +166,7 @@ impl CompressedDetectionKey {
         let bsk1 = timed_bsk(&self.bsk1, p.n1, p.bsk1_base_log, p.bsk1_levels);
         let bsk2 = timed_bsk(&self.bsk2, p.n2, p.bsk2_base_log, p.bsk2_levels);
         let t = Instant::now();
-        let ksk = SeededLweKeyswitchKey::from_container(
-            self.ksk.bodies(),
-            DecompositionBaseLog(p.ksk_base_log),
-            DecompositionLevelCount(p.ksk_levels),
-            LweSize(p.lwe2_dim + 1),
-            CompressionSeed::from(Seed(self.ksk.seed)),
-            native(),
-        )
-        .par_decompress_into_lwe_keyswitch_key();
+        let ksk = LweKsk::expand(p, &self.ksk);
         times.masks += t.elapsed();
         let t = Instant::now();
         let ntt = Ntt::new(p.n2);

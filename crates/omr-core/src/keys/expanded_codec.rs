@@ -26,6 +26,7 @@ use tfhe::core_crypto::prelude::*;
 use xxhash_rust::xxh3::Xxh3;
 
 use super::expanded::DetectionKey;
+use super::lwe_ksk::LweKsk;
 use super::seeded::native;
 use crate::codec::{Kind, MAGIC};
 use crate::error::OmrError;
@@ -61,11 +62,14 @@ impl DetectionKey {
         for n in self.counts() {
             w.put(&(n as u64).to_le_bytes())?;
         }
-        w.put_words(bytemuck::cast_slice(self.bsk1.as_view().data()))?;
-        w.put_words(bytemuck::cast_slice(self.ksk.as_ref()))?;
-        w.put_words(bytemuck::cast_slice(self.bsk2.as_view().data()))?;
+        w.put_words(bytemuck::cast_slice(self.bsk1.as_view().data()), 8)?;
+        match &self.ksk {
+            LweKsk::Native(k) => w.put_words(bytemuck::cast_slice(k.as_ref()), 8)?,
+            LweKsk::Half(k) => w.put_words(bytemuck::cast_slice(k.as_ref()), 4)?,
+        }
+        w.put_words(bytemuck::cast_slice(self.bsk2.as_view().data()), 8)?;
         for k in self.prime_keys() {
-            w.put_words(bytemuck::cast_slice(&k.rows))?;
+            w.put_words(bytemuck::cast_slice(&k.rows), 8)?;
         }
         let sum = w.hash.digest128().to_le_bytes();
         w.inner.write_all(&sum)
@@ -128,15 +132,18 @@ impl DetectionKey {
         // The counts match the parameter set: allocating them is bounded.
         let [spec1, spec2] = shape.bsks();
         let mut bsk1 = Shape::fourier(spec1);
-        r.get_words(bytemuck::cast_slice_mut(bsk1.as_mut_view().data()))?;
-        let mut ksk = shape.ksk();
-        r.get_words(bytemuck::cast_slice_mut(ksk.as_mut()))?;
+        r.get_words(bytemuck::cast_slice_mut(bsk1.as_mut_view().data()), 8)?;
+        let mut ksk = LweKsk::zeroed(params);
+        match &mut ksk {
+            LweKsk::Native(k) => r.get_words(bytemuck::cast_slice_mut(k.as_mut()), 8)?,
+            LweKsk::Half(k) => r.get_words(bytemuck::cast_slice_mut(k.as_mut()), 4)?,
+        }
         let mut bsk2 = Shape::fourier(spec2);
-        r.get_words(bytemuck::cast_slice_mut(bsk2.as_mut_view().data()))?;
+        r.get_words(bytemuck::cast_slice_mut(bsk2.as_mut_view().data()), 8)?;
         let mut primes = Vec::new();
         for spec in shape.primes() {
             let mut k = shape.prime(spec);
-            r.get_words(bytemuck::cast_slice_mut(&mut k.rows))?;
+            r.get_words(bytemuck::cast_slice_mut(&mut k.rows), 8)?;
             primes.push(k);
         }
         let want = r.hash.digest128();
@@ -165,17 +172,16 @@ impl DetectionKey {
     /// Bytes [`write_expanded`](Self::write_expanded) writes.
     pub fn expanded_len(&self) -> u64 {
         let words = 2 * (self.bsk1.as_view().data().len() + self.bsk2.as_view().data().len())
-            + self.ksk.as_ref().len()
             + self.prime_keys().map(|k| k.rows.len()).sum::<usize>();
         let header = 6 + 8 + 4 + 32 + 8 * self.counts().len();
-        (header + 8 * words + 16) as u64
+        (header + 8 * words + self.ksk.memory_bytes() + 16) as u64
     }
 
     /// Element counts of the containers, in file order.
     fn counts(&self) -> Vec<usize> {
         let mut v = vec![
             self.bsk1.as_view().data().len(),
-            self.ksk.as_ref().len(),
+            self.ksk.len(),
             self.bsk2.as_view().data().len(),
             self.up.rows.len(),
             self.trace.len(),
@@ -244,18 +250,6 @@ impl Shape {
             PolynomialSize(n),
             DecompositionBaseLog(base_log),
             DecompositionLevelCount(levels),
-        )
-    }
-
-    fn ksk(&self) -> LweKeyswitchKeyOwned<u64> {
-        let p = self.0;
-        LweKeyswitchKey::new(
-            0u64,
-            DecompositionBaseLog(p.ksk_base_log),
-            DecompositionLevelCount(p.ksk_levels),
-            LweDimension(p.n1),
-            LweDimension(p.lwe2_dim),
-            native(),
         )
     }
 
@@ -330,13 +324,14 @@ impl<W: Write> Hashing<W> {
     }
 
     /// Write 8-byte words (u64 or f64) in little-endian order.
-    fn put_words(&mut self, bytes: &[u8]) -> io::Result<()> {
+    /// Write words of `width` bytes (8 or 4), little-endian.
+    fn put_words(&mut self, bytes: &[u8], width: usize) -> io::Result<()> {
         for chunk in bytes.chunks(CHUNK) {
             if cfg!(target_endian = "little") {
                 self.put(chunk)?;
             } else {
                 let mut le = chunk.to_vec();
-                le.chunks_exact_mut(8).for_each(|w| w.reverse());
+                le.chunks_exact_mut(width).for_each(|w| w.reverse());
                 self.put(&le)?;
             }
         }
@@ -364,11 +359,12 @@ impl<R: Read> Hashing<R> {
     }
 
     /// Fill `bytes` with 8-byte little-endian words (u64 or f64) in native order.
-    fn get_words(&mut self, bytes: &mut [u8]) -> Result<(), OmrError> {
+    /// Read words of `width` bytes (8 or 4), little-endian.
+    fn get_words(&mut self, bytes: &mut [u8], width: usize) -> Result<(), OmrError> {
         for chunk in bytes.chunks_mut(CHUNK) {
             self.get(chunk)?;
             if cfg!(target_endian = "big") {
-                chunk.chunks_exact_mut(8).for_each(|w| w.reverse());
+                chunk.chunks_exact_mut(width).for_each(|w| w.reverse());
             }
         }
         Ok(())

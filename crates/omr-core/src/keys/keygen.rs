@@ -197,29 +197,7 @@ fn seeded_bsk(
 /// The seeded keyswitching key from the extracted level-1 LWE (dimension N1) to LWE2,
 /// compressed for transport.
 fn seeded_ksk(sk: &SecretKey, rng: &mut impl RngCore, seeder: &mut dyn Seeder) -> SeededNative {
-    let params = sk.params;
-    let seed = random_u128(rng);
-    let mut ksk = SeededLweKeyswitchKey::new(
-        0u64,
-        DecompositionBaseLog(params.ksk_base_log),
-        DecompositionLevelCount(params.ksk_levels),
-        LweDimension(params.n1),
-        LweDimension(params.lwe2_dim),
-        CompressionSeed::from(Seed(seed)),
-        native(),
-    );
-    generate_seeded_lwe_keyswitch_key(
-        &sk.glwe1.as_lwe_secret_key(),
-        &sk.lwe2,
-        &mut ksk,
-        DynamicDistribution::new_t_uniform(params.lwe2_noise_log2),
-        seeder,
-    );
-    SeededNative::compress(
-        seed,
-        ksk.into_container().as_ref(),
-        ParamSet::dropped_bits_for_noise(params.lwe2_noise_log2),
-    )
+    super::lwe_ksk::generate_seeded(sk, random_u128(rng), seeder)
 }
 
 /// The seeded prime-modulus keyswitching keys of a detection key.

@@ -10,6 +10,7 @@ mod compressed;
 mod expanded;
 mod expanded_codec;
 mod keygen;
+mod lwe_ksk;
 mod secret;
 mod seeded;
 
