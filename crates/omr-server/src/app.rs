@@ -18,6 +18,7 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+mod param_guard;
 mod servers;
 
 use crate::admission::Admission;
@@ -103,6 +104,7 @@ impl Application {
         let metrics = Metrics::new();
         let admission = Admission::new(&config, metrics.clone()).map_err(anyhow::Error::msg)?;
         let store = open_store(&config).await?;
+        param_guard::refuse_other_param_sets(&store, params).await?;
         tracing::info!(backend = ?store.backend(), param_set = params.name, "store ready, migrations applied");
         let http = TcpListener::bind(config.http_addr)
             .await

@@ -204,6 +204,17 @@ impl Store {
         count_keys(self.pool()).await
     }
 
+    /// The parameter sets of the registered keys (each once, sorted): what a server configured
+    /// for another set must refuse to serve.
+    pub async fn key_param_sets(&self) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT DISTINCT param_set FROM detection_keys ORDER BY param_set")
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).map_err(StoreError::from))
+            .collect()
+    }
+
     /// Delete a key and everything derived from it. Returns false if it did not exist.
     pub async fn delete_key(&self, key_id: &str) -> Result<bool, StoreError> {
         let mut tx = self.begin_write().await?;

@@ -7,6 +7,7 @@ mod board;
 mod capacity;
 mod detection;
 mod limits;
+mod param_sets;
 mod postage;
 mod registry;
 mod retention;
