@@ -9,7 +9,14 @@
 use std::time::{Duration, Instant};
 
 use tfhe::core_crypto::algorithms::glwe_sample_extraction::extract_lwe_sample_from_glwe_ciphertext;
+use tfhe::core_crypto::algorithms::polynomial_algorithms::{
+    polynomial_wrapping_monic_monomial_div, polynomial_wrapping_monic_monomial_mul,
+    polynomial_wrapping_sub_assign,
+};
 use tfhe::core_crypto::fft_impl::fft64::crypto::bootstrap::batch_blind_rotate_assign_scratch;
+use tfhe::core_crypto::fft_impl::fft64::crypto::ggsw::{
+    add_external_product_assign, add_external_product_assign_scratch, FourierGgswCiphertext,
+};
 use tfhe::core_crypto::prelude::*;
 
 use crate::clue::{switch_native, Clue};
@@ -184,7 +191,11 @@ impl DetectionKey {
                 log: log1,
             })
             .collect();
-        let accs = batch_rotate(&self.bsk1, &tv1, &inputs);
+        let accs = if p.level1_uses_level2_key {
+            batch_rotate_one_level(&self.bsk2, 2, p.bsk1_base_log, &tv1, &inputs)
+        } else {
+            batch_rotate(&self.bsk1, &tv1, &inputs)
+        };
         let offset = delta1.wrapping_mul(ell as u64);
         let mut sum = GlweCiphertext::new(0u64, GlweSize(2), PolynomialSize(p.n1), native);
         let mut bigs = Vec::with_capacity(batch);
@@ -276,6 +287,78 @@ impl DetectionKey {
         }
         Ok(out)
     }
+}
+
+/// Blind-rotate every input with one decomposition level of `bsk`: the rows of level `level`
+/// (those at q/B^level) of a key of base B form a one-level key of base B^level, here
+/// `base_log`. tfhe-rs's batched rotation takes whole keys only, so this is its loop (a CMUX
+/// per key bit and input: ct1 = X^a·ct0 − ct0, then ct0 += GGSW ⊡ ct1) on views of that level.
+fn batch_rotate_one_level(
+    bsk: &FourierLweBootstrapKeyOwned,
+    level: usize,
+    base_log: usize,
+    tv: &[u64],
+    inputs: &[SwitchedLwe<'_>],
+) -> Vec<GlweCiphertextOwned<u64>> {
+    let n = PolynomialSize(tv.len());
+    let glwe = GlweSize(2);
+    let native = CiphertextModulus::<u64>::new_native();
+    let mut accs: Vec<GlweCiphertextOwned<u64>> = inputs
+        .iter()
+        .map(|input| {
+            let mut acc = GlweCiphertext::new(0u64, glwe, n, native);
+            let mut body = acc.get_mut_body();
+            let mut poly = body.as_mut_polynomial();
+            polynomial_wrapping_monic_monomial_div(
+                &mut poly,
+                &Polynomial::from_container(tv),
+                MonomialDegree(input.body),
+            );
+            acc
+        })
+        .collect();
+    let mut diff = GlweCiphertext::new(0u64, glwe, n, native);
+    let fft = Fft::new(n);
+    let fft = fft.as_view();
+    let mut buffers = ComputationBuffers::new();
+    buffers.resize(
+        add_external_product_assign_scratch::<u64>(glwe, n, fft).unaligned_bytes_required(),
+    );
+    for (i, ggsw) in bsk.as_view().into_ggsw_iter().enumerate() {
+        let rows = ggsw
+            .into_levels()
+            .find(|m| m.decomposition_level().0 == level)
+            .expect("the key has that decomposition level");
+        let one_level = FourierGgswCiphertext::from_container(
+            rows.data(),
+            glwe,
+            n,
+            DecompositionBaseLog(base_log),
+            DecompositionLevelCount(1),
+        );
+        for (acc, input) in accs.iter_mut().zip(inputs) {
+            let a = input.mask[i];
+            if a == 0 {
+                continue;
+            }
+            for (mut d, c) in diff
+                .as_mut_polynomial_list()
+                .iter_mut()
+                .zip(acc.as_polynomial_list().iter())
+            {
+                polynomial_wrapping_monic_monomial_mul(&mut d, &c, MonomialDegree(a));
+                polynomial_wrapping_sub_assign(&mut d, &c);
+            }
+            add_external_product_assign(
+                acc.as_mut_view(),
+                one_level.as_view(),
+                diff.as_view(),
+                fft,
+                buffers.stack(),
+            );
+        }
+    }
+    accs
 }
 
 /// Blind-rotate every input with the same test vector, sharing each GGSW load across the batch.

@@ -32,6 +32,12 @@ pub struct ParamSet {
     pub box_half_width: usize,
 
     // --- Level 1: blind rotation of each clue into GLWE(k=1, N1) at q = 2^64 ---
+    /// Level 1 has no key of its own: it blind-rotates with one decomposition level of the
+    /// level-2 key (the rows at q/B2², i.e. base B2² and 1 level), which encrypts the same
+    /// secret because the level-2 LWE key *is* the clue secret and GLWE1 is GLWE2. Needs
+    /// `lwe2_dim == clue_dim`, `n1 == n2`, `bsk1_levels == 1`, `bsk1_base_log == 2 ·
+    /// bsk2_base_log` and `bsk2_levels >= 2` (checked by a test).
+    pub level1_uses_level2_key: bool,
     pub n1: usize,
     pub bsk1_base_log: usize,
     pub bsk1_levels: usize,
@@ -103,6 +109,15 @@ impl ParamSet {
         b.saturating_sub(3)
     }
 
+    /// Input dimension of level 1's own bootstrapping key: 0 when level 1 uses the level-2 key.
+    pub fn level1_key_dim(&self) -> usize {
+        if self.level1_uses_level2_key {
+            0
+        } else {
+            self.clue_dim
+        }
+    }
+
     /// Payload coefficients per message: two length bytes, then the payload bytes.
     pub fn payload_coeffs(&self) -> usize {
         self.payload_bytes + 2
@@ -135,6 +150,7 @@ pub const OMR_V1: ParamSet = ParamSet {
     clue_count: 4,
     clue_noise_log2: 43,
     box_half_width: 42,
+    level1_uses_level2_key: false,
     n1: 2048,
     bsk1_base_log: 22,
     bsk1_levels: 1,
@@ -167,8 +183,10 @@ pub const OMR_V1: ParamSet = ParamSet {
 };
 
 /// The second production set: module-LWE clues of dimension 768 (level 1 blind-rotates 768
-/// coefficients per clue body instead of 1024), a 3-level level-2 key, cheaper prime-stage
-/// keyswitches, accumulators of 2^14 messages. docs/PARAMETERS.md argues it like [`OMR_V1`].
+/// coefficients per clue body instead of 1024), one bootstrapping key for both levels (level 1
+/// uses its middle decomposition level), a 32-bit LWE keyswitching key, a 3-level level-2 key,
+/// cheaper prime-stage keyswitches, accumulators of 2^14 messages. docs/PARAMETERS.md argues it
+/// like [`OMR_V1`].
 pub const OMR_V2: ParamSet = ParamSet {
     name: "omr-v2",
     id: 2,
@@ -178,8 +196,9 @@ pub const OMR_V2: ParamSet = ParamSet {
     clue_count: 4,
     clue_noise_log2: 49,
     box_half_width: 38,
+    level1_uses_level2_key: true,
     n1: 2048,
-    bsk1_base_log: 22,
+    bsk1_base_log: 24,
     bsk1_levels: 1,
     glwe1_noise_log2: 17,
     lwe2_dim: 768,
@@ -219,6 +238,7 @@ pub const INSECURE_TEST: ParamSet = ParamSet {
     clue_count: 4,
     clue_noise_log2: 20,
     box_half_width: 21,
+    level1_uses_level2_key: false,
     n1: 512,
     bsk1_base_log: 20,
     bsk1_levels: 1,

@@ -63,7 +63,11 @@ pub fn instances(p: &ParamSet) -> Vec<Instance> {
             p.clue_noise_log2,
         ),
         mk(
-            "level-1 bootstrapping key (GLWE k=1, N1)",
+            if p.level1_uses_level2_key {
+                "level-1 bootstrapping key (none: level 1 uses the level-2 key)"
+            } else {
+                "level-1 bootstrapping key (GLWE k=1, N1)"
+            },
             p.n1,
             q,
             p.glwe1_noise_log2,
@@ -114,6 +118,23 @@ mod tests {
             }
         }
         const { assert!(!OMR_V1.insecure && !OMR_V2.insecure) };
+    }
+
+    #[test]
+    fn sets_with_one_key_for_both_levels_meet_its_conditions() {
+        for p in crate::params::ALL
+            .iter()
+            .filter(|p| p.level1_uses_level2_key)
+        {
+            // Level 1 reads the level-2 key's rows at q/B2² as a one-level key of base B2².
+            assert_eq!(p.bsk1_levels, 1, "{}", p.name);
+            assert_eq!(p.bsk1_base_log, 2 * p.bsk2_base_log, "{}", p.name);
+            assert!(p.bsk2_levels >= 2, "{}", p.name);
+            // The level-2 key encrypts the clue secret under GLWE1 = GLWE2.
+            assert_eq!(p.lwe2_dim, p.clue_dim, "{}", p.name);
+            assert_eq!(p.n1, p.n2, "{}", p.name);
+            assert_eq!(p.glwe1_noise_log2, p.glwe2_noise_log2, "{}", p.name);
+        }
     }
 
     #[test]

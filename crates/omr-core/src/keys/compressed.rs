@@ -72,7 +72,7 @@ impl CompressedDetectionKey {
         let prf_seed = r.array32()?;
         let bsk1 = SeededNative::read_from(
             &mut r,
-            Self::bsk_body_count(p.clue_dim, p.n1, p.bsk1_levels),
+            Self::bsk_body_count(p.level1_key_dim(), p.n1, p.bsk1_levels),
             ParamSet::dropped_bits_for_noise(p.glwe1_noise_log2),
         )?;
         let ksk = SeededNative::read_from(&mut r, p.n1 * p.ksk_levels, p.ksk_dropped_bits())?;

@@ -155,6 +155,16 @@ impl CompressedDetectionKey {
         // Each bootstrapping key goes to the Fourier domain before the next is decompressed, so
         // that only one standard-domain key is held at a time.
         let mut timed_bsk = |k: &SeededNative, n: usize, base_log: usize, levels: usize| {
+            if k.bodies_hi.is_empty() {
+                // No key of its own (level 1 on the level-2 key): an empty one.
+                return FourierLweBootstrapKey::new(
+                    LweDimension(0),
+                    GlweSize(2),
+                    PolynomialSize(n),
+                    DecompositionBaseLog(base_log),
+                    DecompositionLevelCount(levels),
+                );
+            }
             let t = Instant::now();
             let bsk = decompress_bsk(k, n, base_log, levels);
             times.masks += t.elapsed();

@@ -210,7 +210,7 @@ impl Shape {
     fn bsks(&self) -> [FourierSpec; 2] {
         let p = self.0;
         [
-            (p.clue_dim, p.n1, p.bsk1_base_log, p.bsk1_levels),
+            (p.level1_key_dim(), p.n1, p.bsk1_base_log, p.bsk1_levels),
             (p.lwe2_dim, p.n2, p.bsk2_base_log, p.bsk2_levels),
         ]
     }

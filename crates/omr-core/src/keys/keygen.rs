@@ -57,20 +57,26 @@ fn secret_key(
         LweDimension(params.clue_dim),
         &mut secret_gen,
     );
-    let glwe1 = allocate_and_generate_new_binary_glwe_secret_key(
-        GlweDimension(1),
-        PolynomialSize(params.n1),
-        &mut secret_gen,
-    );
-    let lwe2 = allocate_and_generate_new_binary_lwe_secret_key(
-        LweDimension(params.lwe2_dim),
-        &mut secret_gen,
-    );
     let glwe2 = allocate_and_generate_new_binary_glwe_secret_key(
         GlweDimension(1),
         PolynomialSize(params.n2),
         &mut secret_gen,
     );
+    // With one key for both levels, GLWE1 is GLWE2 and the level-2 LWE key is the clue secret.
+    let (glwe1, lwe2) = if params.level1_uses_level2_key {
+        (glwe2.clone(), clue_sk.clone())
+    } else {
+        let glwe1 = allocate_and_generate_new_binary_glwe_secret_key(
+            GlweDimension(1),
+            PolynomialSize(params.n1),
+            &mut secret_gen,
+        );
+        let lwe2 = allocate_and_generate_new_binary_lwe_secret_key(
+            LweDimension(params.lwe2_dim),
+            &mut secret_gen,
+        );
+        (glwe1, lwe2)
+    };
     let glwe3 = PrimeGlweKey::generate(params.k3, params.n2, rng);
     let mut prf_seed = [0u8; 32];
     rng.fill_bytes(&mut prf_seed);
@@ -110,24 +116,28 @@ fn clue_key(sk: &SecretKey, seeder: &mut dyn Seeder, rng: &mut ChaCha20Rng) -> C
     ClueKey::from_seeded(params, seed, seeded_pk.into_container().as_ref())
 }
 
-/// The detection key: level-1 bootstrapping key (clue key -> GLWE1), keyswitching key
-/// (extracted level-1 LWE -> LWE2), level-2 bootstrapping key (LWE2 -> GLWE2), then the
-/// prime-modulus keys.
+/// The detection key: level-1 bootstrapping key (clue key -> GLWE1; none when level 1 uses
+/// the level-2 key), keyswitching key (extracted level-1 LWE -> LWE2), level-2 bootstrapping
+/// key (LWE2 -> GLWE2), then the prime-modulus keys.
 fn detection_key(
     sk: &SecretKey,
     seeder: &mut dyn Seeder,
     rng: &mut ChaCha20Rng,
 ) -> CompressedDetectionKey {
     let p = sk.params;
-    let bsk1 = seeded_bsk(
-        &sk.clue_sk,
-        &sk.glwe1,
-        p.bsk1_base_log,
-        p.bsk1_levels,
-        p.glwe1_noise_log2,
-        rng,
-        seeder,
-    );
+    let bsk1 = if p.level1_uses_level2_key {
+        SeededNative::compress(0, &[], ParamSet::dropped_bits_for_noise(p.glwe1_noise_log2))
+    } else {
+        seeded_bsk(
+            &sk.clue_sk,
+            &sk.glwe1,
+            p.bsk1_base_log,
+            p.bsk1_levels,
+            p.glwe1_noise_log2,
+            rng,
+            seeder,
+        )
+    };
     let ksk = seeded_ksk(sk, rng, seeder);
     let bsk2 = seeded_bsk(
         &sk.lwe2,

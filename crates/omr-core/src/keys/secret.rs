@@ -76,6 +76,18 @@ impl SecretKey {
             polys.push(r.packed(params.n2, 1)?);
         }
         r.finish()?;
+        if params.level1_uses_level2_key
+            && (glwe1.as_ref() != glwe2.as_ref() || lwe2.as_ref() != clue_sk.as_ref())
+        {
+            return Err(OmrError::Malformed {
+                what: "secret key",
+                why: format!(
+                    "{} uses one key for both levels, but the file's level-1 and level-2 \
+                     secrets differ",
+                    params.name
+                ),
+            });
+        }
         Ok(SecretKey {
             params,
             kbar,
