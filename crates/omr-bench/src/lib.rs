@@ -8,9 +8,10 @@
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use tfhe::core_crypto::prelude::*;
 
 use omr_core::{keygen, Clue, FoldScratch, OmrError, ParamSet, Pertinency, StageTimes};
+
+mod yardstick;
 
 /// What to measure.
 #[derive(Debug, Clone, Copy)]
@@ -164,6 +165,7 @@ pub fn run(
         "pertinent": pertinent,
         "detect_ms_per_message": ms(detect_wall) / n,
         "reference_pbs_ms": reference,
+        "detect_pbs": ms(detect_wall) / n / reference,
         "stage_ms": {
             "level1": ms(stages.level1) / n,
             "keyswitch": ms(stages.keyswitch) / n,
@@ -195,70 +197,4 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// One KS + PBS at tfhe-rs's PARAM_MESSAGE_2_CARRY_2_KS_PBS (TUniform, 2^-128) parameters,
-/// through core_crypto: the machine-speed yardstick.
-pub fn reference_pbs_ms() -> f64 {
-    let mut seeder = new_seeder();
-    let seeder = seeder.as_mut();
-    let mut sgen = SecretRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed());
-    let mut egen = EncryptionRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed(), seeder);
-    let small: LweSecretKeyOwned<u64> =
-        allocate_and_generate_new_binary_lwe_secret_key(LweDimension(918), &mut sgen);
-    let glwe: GlweSecretKeyOwned<u64> = allocate_and_generate_new_binary_glwe_secret_key(
-        GlweDimension(1),
-        PolynomialSize(2048),
-        &mut sgen,
-    );
-    let big = glwe.clone().into_lwe_secret_key();
-    let m = CiphertextModulus::new_native();
-    let bsk = par_allocate_and_generate_new_lwe_bootstrap_key(
-        &small,
-        &glwe,
-        DecompositionBaseLog(23),
-        DecompositionLevelCount(1),
-        DynamicDistribution::new_t_uniform(17),
-        m,
-        &mut egen,
-    );
-    let mut fbsk = FourierLweBootstrapKey::new(
-        LweDimension(918),
-        GlweSize(2),
-        PolynomialSize(2048),
-        DecompositionBaseLog(23),
-        DecompositionLevelCount(1),
-    );
-    par_convert_standard_lwe_bootstrap_key_to_fourier(&bsk, &mut fbsk);
-    let ksk = allocate_and_generate_new_lwe_keyswitch_key(
-        &big,
-        &small,
-        DecompositionBaseLog(4),
-        DecompositionLevelCount(4),
-        DynamicDistribution::new_t_uniform(45),
-        m,
-        &mut egen,
-    );
-    let ct = allocate_and_encrypt_new_lwe_ciphertext(
-        &big,
-        Plaintext(3u64 << 60),
-        DynamicDistribution::new_t_uniform(17),
-        m,
-        &mut egen,
-    );
-    let lut = generate_programmable_bootstrap_glwe_lut(
-        PolynomialSize(2048),
-        GlweSize(2),
-        16,
-        m,
-        1u64 << 59,
-        |x: u64| x,
-    );
-    let mut ks_out = LweCiphertext::new(0u64, LweSize(919), m);
-    let mut out = LweCiphertext::new(0u64, LweSize(2049), m);
-    let runs = 10;
-    let start = Instant::now();
-    for _ in 0..runs {
-        keyswitch_lwe_ciphertext(&ksk, &ct, &mut ks_out);
-        programmable_bootstrap_lwe_ciphertext(&ks_out, &mut out, &lut, &fbsk);
-    }
-    ms(start.elapsed()) / runs as f64
-}
+pub use yardstick::{reference_pbs_ms, Yardstick};

@@ -203,7 +203,7 @@ pub const OMR_V2: ParamSet = ParamSet {
     glwe1_noise_log2: 17,
     lwe2_dim: 768,
     ksk_base_log: 2,
-    ksk_levels: 7,
+    ksk_levels: 6,
     ksk_modulus_log: 32,
     lwe2_noise_log2: 17,
     n2: 2048,

@@ -10,7 +10,9 @@ use crate::ui::{self, Ui};
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Parameter set to measure.
+    /// Parameter set(s) to measure: one name, or several separated by commas
+    /// (`omr-v1,omr-v2`), measured one after the other and shown side by side, each against its
+    /// own tfhe-rs KS+PBS yardstick.
     #[arg(long, default_value = "omr-v1")]
     param_set: String,
     /// Detection threads.
@@ -32,16 +34,50 @@ pub struct BenchArgs {
 
 pub async fn bench(a: BenchArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     // Measuring an insecure set is harmless: no flag needed.
-    let params = ParamSet::by_name(&a.param_set)
-        .with_context(|| format!("unknown parameter set {:?}", a.param_set))?;
+    let sets = a
+        .param_set
+        .split(',')
+        .map(|name| {
+            ParamSet::by_name(name.trim())
+                .with_context(|| format!("unknown parameter set {:?}", name.trim()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut reports = Vec::with_capacity(sets.len());
+    for &params in &sets {
+        reports.push(run_one(&a, params, &ui).await?);
+    }
+    if json {
+        if let [one] = reports.as_slice() {
+            print_json(one);
+        } else {
+            print_json(&serde_json::Value::Array(reports));
+        }
+        return Ok(());
+    }
+    println!(
+        "{} thread{}, {} messages, batch {}:",
+        a.threads,
+        if a.threads == 1 { "" } else { "s" },
+        a.messages,
+        a.batch,
+    );
+    print_table(&reports);
+    Ok(())
+}
+
+/// Run the benchmark of one set under a progress bar.
+async fn run_one(
+    a: &BenchArgs,
+    params: &'static ParamSet,
+    ui: &Ui,
+) -> anyhow::Result<serde_json::Value> {
     let mut o = BenchOptions::new(params);
     o.threads = a.threads;
     o.messages = a.messages;
     o.kbar = a.kbar.unwrap_or(o.kbar);
     o.pertinent = a.pertinent.unwrap_or((a.messages / 2).min(o.kbar));
     o.batch = a.batch;
-    let kbar = o.kbar;
-    let pb = ui.items("benchmark", 1, "");
+    let pb = ui.items(format!("benchmark {}", params.name), 1, "");
     let pb2 = pb.clone();
     let report = tokio::task::spawn_blocking(move || {
         omr_bench::run(&o, &move |phase, done, total| {
@@ -59,44 +95,43 @@ pub async fn bench(a: BenchArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     })
     .await??;
     pb.finish_and_clear();
-    if json {
-        print_json(&report);
-    } else {
-        let f = |k: &str| report[k].as_f64().unwrap_or(f64::NAN);
-        let st = |k: &str| report["stage_ms"][k].as_f64().unwrap_or(f64::NAN);
-        let n = |k: &str| report[k].as_u64().unwrap_or(0);
-        println!(
-            "{} on {} thread{}, {} messages, batch {}, k̄ = {}:",
-            params.name,
-            a.threads,
-            if a.threads == 1 { "" } else { "s" },
-            a.messages,
-            a.batch,
-            kbar
-        );
-        println!(
-            "  detection        {:>9.1} ms/message",
-            f("detect_ms_per_message")
-        );
-        for s in ["level1", "keyswitch", "level2", "trace", "fold"] {
-            println!("    {s:<14} {:>9.1} ms", st(s));
-        }
-        println!(
-            "  reference PBS    {:>9.1} ms (tfhe-rs KS+PBS, for machine speed)",
-            f("reference_pbs_ms")
-        );
-        println!("  digest encode    {:>9.1} ms", f("digest_encode_ms"));
-        println!("  decode           {:>9.1} ms", f("decode_ms"));
-        println!("  keygen           {:>9.1} ms", f("keygen_ms"));
-        println!("  key expansion    {:>9.1} ms", f("expand_ms"));
-        println!("  clue             {:>9}", ui::size(n("clue_bytes")));
-        println!("  clue key         {:>9}", ui::size(n("clue_key_bytes")));
-        println!(
-            "  detection key    {:>9} (in memory {})",
-            ui::size(n("detection_key_bytes")),
-            ui::size(n("detection_key_memory_bytes"))
-        );
-        println!("  digest           {:>9}", ui::size(n("digest_bytes")));
+    Ok(report)
+}
+
+/// One column per report.
+fn print_table(reports: &[serde_json::Value]) {
+    let row = |label: &str, cell: &dyn Fn(&serde_json::Value) -> String| {
+        let cells: String = reports.iter().map(|r| format!("{:>16}", cell(r))).collect();
+        println!("  {label:<22}{cells}");
+    };
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
+    row("", &|r| r["param_set"].as_str().unwrap_or("?").to_string());
+    row("k̄", &|r| n(r, "kbar").to_string());
+    row("detection ms/message", &|r| {
+        format!("{:.1}", f(r, "detect_ms_per_message"))
+    });
+    row("  in KS+PBS", &|r| format!("{:.2} PBS", f(r, "detect_pbs")));
+    for s in ["level1", "keyswitch", "level2", "trace", "fold"] {
+        row(&format!("  {s} ms"), &|r| {
+            format!("{:.1}", r["stage_ms"][s].as_f64().unwrap_or(f64::NAN))
+        });
     }
-    Ok(())
+    row("reference PBS ms", &|r| {
+        format!("{:.1}", f(r, "reference_pbs_ms"))
+    });
+    row("digest encode ms", &|r| {
+        format!("{:.1}", f(r, "digest_encode_ms"))
+    });
+    row("decode ms", &|r| format!("{:.1}", f(r, "decode_ms")));
+    row("keygen ms", &|r| format!("{:.0}", f(r, "keygen_ms")));
+    row("key expansion ms", &|r| format!("{:.0}", f(r, "expand_ms")));
+    row("clue", &|r| ui::size(n(r, "clue_bytes")));
+    row("clue key", &|r| ui::size(n(r, "clue_key_bytes")));
+    row("detection key", &|r| ui::size(n(r, "detection_key_bytes")));
+    row("  in memory", &|r| {
+        ui::size(n(r, "detection_key_memory_bytes"))
+    });
+    row("digest", &|r| ui::size(n(r, "digest_bytes")));
+    println!("  (reference PBS: one tfhe-rs KS+PBS at PARAM_MESSAGE_2_CARRY_2_KS_PBS, for machine speed)");
 }
