@@ -170,9 +170,9 @@ mod tests {
             assert_eq!(c, coefficient(&a, &b, j));
             // X^d = -1: the same product through the definition with explicit wrap signs.
             let mut want = 0u64;
-            for m in 0..d {
+            for (m, &bm) in b.iter().enumerate() {
                 let k = (j + d - m) % d;
-                let term = a[k].wrapping_mul(b[m]);
+                let term = a[k].wrapping_mul(bm);
                 want = if m <= j {
                     want.wrapping_add(term)
                 } else {

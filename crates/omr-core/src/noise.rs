@@ -227,8 +227,7 @@ impl Budget {
             )
         };
         let l1_var = p.clue_count as f64 * pbs(p.clue_dim, p.n1, p.bsk1_base_log, p.bsk1_levels);
-        // At a 32-bit keyswitching modulus the input is first rounded from 2^64 to 2^32.
-        let q_ks = 2f64.powi(p.ksk_modulus_log as i32);
+        let q_ks = 2f64.powi(p.ksk_modulus_log as i32); // below 2^64: the input is rounded first
         let ks_var = keyswitch_additive_variance_132_bits_security_tuniform_impl(
             p.n1 as f64,
             p.lwe2_dim as f64,
@@ -236,11 +235,9 @@ impl Budget {
             p.ksk_levels as f64,
             q_ks,
             q_ks,
-        ) + if p.ksk_modulus_log < 64 {
-            modulus_switch_additive_variance_impl(p.n1 as f64, Q64, q_ks)
-        } else {
-            0.0
-        };
+        ) + (q_ks < Q64)
+            .then(|| modulus_switch_additive_variance_impl(p.n1 as f64, Q64, q_ks))
+            .unwrap_or(0.0);
         let ms_var =
             modulus_switch_additive_variance_impl(p.lwe2_dim as f64, Q64, (2 * p.n2) as f64);
         let l2_in_var = l1_var + ks_var + ms_var;

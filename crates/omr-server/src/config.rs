@@ -34,7 +34,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// `postgres://…` selects PostgreSQL; unset uses SQLite under `data_dir`.
     pub database_url: Option<String>,
-    /// The parameter set this server runs (`omr-v1`).
+    /// The parameter set this server runs (`omr-v1` or `omr-v2`). omrd refuses to start on a
+    /// store holding keys or messages of another set.
     pub param_set: String,
     /// Allow a parameter set marked insecure (tests only).
     pub allow_insecure_params: bool,
@@ -84,7 +85,7 @@ pub struct Config {
     pub detect_batch: usize,
     /// Board indices per accumulator epoch (at most the parameter set's range M).
     pub epoch_len: u64,
-    /// Bytes of expanded detection keys one worker keeps in memory (≈ 362 MB per omr-v1 key).
+    /// Bytes of expanded detection keys one worker keeps in memory (≈ 362 MB per omr-v1 key, 192 MB per omr-v2 key).
     /// 0 (default): half of the memory this process may use (its cgroup limit, else the
     /// machine's). A worker serves every key it leases however many fit: past the budget it
     /// time-shares them (see worker/schedule.rs).

@@ -126,11 +126,10 @@ async fn a_server_refuses_a_store_of_another_parameter_set(db: &TestDb) {
         }
         Application::build(c)
     };
-    let err = build_v2()
-        .await
-        .err()
-        .expect("an omr-v2 server on a store of insecure-test keys must not start")
-        .to_string();
+    let Err(err) = build_v2().await else {
+        panic!("an omr-v2 server on a store of insecure-test keys must not start");
+    };
+    let err = err.to_string();
     assert!(
         err.contains("detection keys of parameter set insecure-test") && err.contains("omr-v2"),
         "{err}"
@@ -144,11 +143,10 @@ async fn a_server_refuses_a_store_of_another_parameter_set(db: &TestDb) {
     s.stop().await;
     // Without the key, the board's newest message (a test-set clue) still refuses omr-v2.
     assert!(db.store().delete_key(&r.key_id).await.unwrap());
-    let err = build_v2()
-        .await
-        .err()
-        .expect("an omr-v2 server on a board of insecure-test messages must not start")
-        .to_string();
+    let Err(err) = build_v2().await else {
+        panic!("an omr-v2 server on a board of insecure-test messages must not start");
+    };
+    let err = err.to_string();
     assert!(
         err.contains("newest message") && err.contains("insecure-test"),
         "{err}"

@@ -23,7 +23,8 @@ pub struct KeygenArgs {
     /// [default: 50, or the parameter set's maximum if lower].
     #[arg(long)]
     kbar: Option<usize>,
-    /// Parameter set; must be the server's.
+    /// Parameter set; must be the server's (`omr-v1`, or `omr-v2`: a quarter faster to detect,
+    /// 60 MB to upload instead of 107 MB).
     #[arg(long, default_value = "omr-v1")]
     param_set: String,
     /// Allow a parameter set marked insecure (insecure-test): for tests only.
@@ -101,7 +102,7 @@ pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
 
 fn param_set(name: &str, allow_insecure: bool) -> anyhow::Result<&'static ParamSet> {
     let params = ParamSet::by_name(name).with_context(|| {
-        format!("unknown parameter set {name:?} (known: omr-v1; insecure-test for tests)")
+        format!("unknown parameter set {name:?} (known: omr-v1, omr-v2; insecure-test for tests)")
     })?;
     if params.insecure && !allow_insecure {
         bail!(

@@ -52,7 +52,8 @@ struct Args {
     /// postgres://… to use PostgreSQL instead of the embedded SQLite store.
     #[arg(long, value_name = "URL", global = true)]
     database_url: Option<String>,
-    /// Parameter set to run (default omr-v1).
+    /// Parameter set to run: omr-v1 (default) or omr-v2. One store holds one set: omrd refuses
+    /// to start on keys or messages of another (docs/operations.md, "Moving to omr-v2").
     #[arg(long, value_name = "NAME")]
     param_set: Option<String>,
     /// Allow a parameter set marked insecure (tests only).
