@@ -1,13 +1,13 @@
 //! Valid encodings to mutate, made once per test binary: a key set of the insecure test set with
 //! clues, messages, an accumulator that folded real detections, its digest and the expanded
-//! key's file; and one omr-v1 key set (≈ 3 s) for the production sizes, its 107 MB detection key
-//! included.
+//! key's file; and one omr-v1 and one omr-v2 key set (≈ 3 s each) for the production sizes,
+//! their detection keys (107 MB, 60 MB) included.
 
 use std::sync::OnceLock;
 
 use omr_core::{
     keygen, Accumulator, Clue, DetectionKey, FoldScratch, KeySet, Message, ParamSet, SecretKey,
-    INSECURE_TEST, OMR_V1,
+    INSECURE_TEST, OMR_V1, OMR_V2,
 };
 
 /// k̄ of the fixtures' keys.
@@ -124,10 +124,17 @@ pub fn omr_v1() -> &'static Fixture {
     F.get_or_init(|| encodings(&OMR_V1, keygen(&OMR_V1, KBAR).expect("keygen"), None))
 }
 
-/// Both fixtures' encodings of one kind, the insecure set's first.
+/// One omr-v2 key set's fixture (not expanded either).
+pub fn omr_v2() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| encodings(&OMR_V2, keygen(&OMR_V2, KBAR).expect("keygen"), None))
+}
+
+/// Every fixture's encodings of one kind: the insecure set's, then omr-v1's and omr-v2's.
 pub fn both(kind: impl Fn(&Fixture) -> Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     let mut v = kind(insecure());
     v.extend(kind(omr_v1()));
+    v.extend(kind(omr_v2()));
     v
 }
 

@@ -37,6 +37,7 @@ fuzz! {
     secret_key => scheme::secret_key(),
     detection_key => scheme::detection_key(),
     detection_key_omr_v1 => scheme::detection_key_omr_v1(),
+    detection_key_omr_v2 => scheme::detection_key_omr_v2(),
     accumulator => scheme::accumulator(),
     digest => scheme::digest(),
     digest_decoded => scheme::digest_decoded(),

@@ -9,7 +9,7 @@ use omr_core::{
     SecretKey, INSECURE_TEST,
 };
 
-use crate::fixtures::{both, insecure, insecure_secret, omr_v1};
+use crate::fixtures::{both, insecure, insecure_secret, omr_v1, omr_v2};
 use crate::harness::{Decoder, Field, SLACK};
 
 /// k̄ (u32) right after the 6-byte header.
@@ -23,7 +23,7 @@ fn kbar_and_range_fields(_: &[u8]) -> Vec<Field> {
 }
 
 pub fn clue() -> Decoder {
-    // 10-bit (insecure) and 12-bit (omr-v1) values.
+    // 10-bit (insecure) and 12-bit (omr-v1, omr-v2) values.
     Decoder::new("clue", both(|f| f.clues.clone()), Clue::from_bytes)
         .alloc(6.5, SLACK)
         .cases(1000)
@@ -47,13 +47,13 @@ pub fn message() -> Decoder {
 }
 
 pub fn clue_key() -> Decoder {
-    // omr-v1 keeps 22 bits of each body coefficient.
+    // omr-v1 keeps 22 bits of each body coefficient, omr-v2 16.
     Decoder::new(
         "clue key",
         both(|f| vec![f.clue_key.clone()]),
         ClueKey::from_bytes,
     )
-    .alloc(3.0, SLACK)
+    .alloc(4.0, SLACK)
     .cases(1000)
 }
 
@@ -78,6 +78,17 @@ pub fn detection_key() -> Decoder {
 pub fn detection_key_omr_v1() -> Decoder {
     let valid = vec![omr_v1().detection_key.clone()];
     Decoder::new("detection key (omr-v1)", valid, |b| {
+        CompressedDetectionKey::from_bytes(b)
+    })
+    .fields(kbar_field)
+    .alloc(1.5, SLACK)
+    .cases(3)
+}
+
+/// The 60 MB omr-v2 key (no level-1 key of its own, a 32-bit keyswitching key).
+pub fn detection_key_omr_v2() -> Decoder {
+    let valid = vec![omr_v2().detection_key.clone()];
+    Decoder::new("detection key (omr-v2)", valid, |b| {
         CompressedDetectionKey::from_bytes(b)
     })
     .fields(kbar_field)
