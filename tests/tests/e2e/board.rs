@@ -125,7 +125,7 @@ async fn bad_input_gets_a_clear_error_and_stores_nothing(db: &TestDb) {
     let s = TestServer::start(db).await;
     let good = json_message(b"ok");
     let prod_clue = B64.encode(
-        keygen(&omr_core::OMR_V1, 1)
+        keygen(&omr_core::OMR_V2, 1)
             .unwrap()
             .clue_key
             .make_clue()

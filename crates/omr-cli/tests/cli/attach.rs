@@ -2,8 +2,8 @@
 //! attachment with a sealed letter that names it; `omr digest --out` shows it waiting while its
 //! epoch is open, then fetches it by PIR once the board has passed the epoch's end and writes
 //! it byte for byte; an attachment over the server's limit is refused before anything is
-//! posted. On omr-v1: the insecure test set's 64-byte payload has no room for the letter's
-//! 36-byte reference to its attachment.
+//! posted. On omr-v2, a production set: the insecure test set's 64-byte payload has no room for
+//! the letter's 36-byte reference to its attachment.
 
 use crate::common::{omr_fails, omr_json, register, s, wait_detected};
 use omr_test_support::{quick_detection, TestDb, TestServer};
@@ -13,7 +13,7 @@ async fn an_attachment_is_fetched_by_pir_once_its_epoch_closes() {
     let db = TestDb::sqlite().await;
     let server = TestServer::start_configured(&db, |c| {
         quick_detection(c);
-        c.param_set = "omr-v1".to_string();
+        c.param_set = "omr-v2".to_string();
         c.epoch_len = 4;
         c.max_attachment_bytes = 4096;
     })
@@ -31,7 +31,7 @@ async fn an_attachment_is_fetched_by_pir_once_its_epoch_closes() {
                 "--kbar",
                 "4",
                 "--param-set",
-                "omr-v1",
+                "omr-v2",
                 "--json",
             ]);
         }
