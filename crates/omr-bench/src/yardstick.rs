@@ -84,6 +84,15 @@ impl Yardstick {
         }
     }
 
+    /// Milliseconds of one KS + PBS: the mean of `runs`.
+    pub fn time_ms(&mut self, runs: usize) -> f64 {
+        let start = Instant::now();
+        for _ in 0..runs {
+            self.run();
+        }
+        start.elapsed().as_secs_f64() * 1e3 / runs.max(1) as f64
+    }
+
     /// One keyswitch and one programmable bootstrap.
     pub fn run(&mut self) {
         keyswitch_lwe_ciphertext(&self.ksk, &self.ct, &mut self.ks_out);
@@ -105,11 +114,5 @@ impl Default for Yardstick {
 
 /// Milliseconds of one KS + PBS (the mean of 10 after the keys are made).
 pub fn reference_pbs_ms() -> f64 {
-    let mut y = Yardstick::new();
-    let runs = 10;
-    let start = Instant::now();
-    for _ in 0..runs {
-        y.run();
-    }
-    start.elapsed().as_secs_f64() * 1e3 / runs as f64
+    Yardstick::new().time_ms(10)
 }

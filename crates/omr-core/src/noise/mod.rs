@@ -235,9 +235,11 @@ impl Budget {
             p.ksk_levels as f64,
             q_ks,
             q_ks,
-        ) + (q_ks < Q64)
-            .then(|| modulus_switch_additive_variance_impl(p.n1 as f64, Q64, q_ks))
-            .unwrap_or(0.0);
+        ) + if q_ks < Q64 {
+            modulus_switch_additive_variance_impl(p.n1 as f64, Q64, q_ks)
+        } else {
+            0.0
+        };
         let ms_var =
             modulus_switch_additive_variance_impl(p.lwe2_dim as f64, Q64, (2 * p.n2) as f64);
         let l2_in_var = l1_var + ks_var + ms_var;
@@ -371,30 +373,4 @@ impl SecretKey {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::params::OMR_V1;
-
-    #[test]
-    fn erfc_matches_known_tail_values() {
-        // P(|X| > 6σ) = 1.973e-9, P(|X| > 8σ) = 1.244e-15.
-        assert!((gaussian_tail(6.0) / 1.973e-9 - 1.0).abs() < 1e-3);
-        assert!((gaussian_tail(8.0) / 1.244e-15 - 1.0).abs() < 1e-3);
-        // The asymptotic branch agrees with the direct one where both are valid.
-        let direct = gaussian_tail(20.0).log2();
-        let z: f64 = 20.0;
-        let asym = (-z * z / 2.0 - (z * (std::f64::consts::PI / 2.0).sqrt()).ln())
-            / std::f64::consts::LN_2;
-        assert!((direct - asym).abs() < 0.01, "{direct} vs {asym}");
-    }
-
-    #[test]
-    fn production_budget_meets_the_targets() {
-        let b = Budget::predict(&OMR_V1, 50);
-        assert!(b.false_negative_per_message <= 2f64.powi(-30), "{b:#?}");
-        assert!(b.false_positive_per_message <= 2f64.powi(-20), "{b:#?}");
-        assert!(b.log2_digest_failure <= -40.0, "{b:#?}");
-        assert!(b.max_range >= 1 << 14);
-        assert!(b.level2_input_z >= 7.0, "{b:#?}");
-    }
-}
+mod tests;
