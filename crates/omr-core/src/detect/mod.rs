@@ -13,6 +13,7 @@ use crate::error::OmrError;
 use crate::keys::DetectionKey;
 use crate::params::{ParamSet, PRIME_P};
 
+mod cmux;
 mod rotate;
 mod stages;
 

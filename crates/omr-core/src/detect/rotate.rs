@@ -1,13 +1,10 @@
-//! Blind rotation of a batch of modulus-switched LWE ciphertexts: with a whole tfhe-rs key
-//! (its batched rotation), or with one decomposition level of a key (level 1 of a set whose
-//! level 1 uses the level-2 key).
+//! Blind rotation of a batch of modulus-switched LWE ciphertexts: with a whole tfhe-rs key, or
+//! with one decomposition level of a key (level 1 of a set whose level 1 uses the level-2 key).
 
 use tfhe::core_crypto::algorithms::polynomial_algorithms::polynomial_wrapping_monic_monomial_div;
-use tfhe::core_crypto::fft_impl::fft64::crypto::bootstrap::batch_blind_rotate_assign_scratch;
-use tfhe::core_crypto::fft_impl::fft64::crypto::ggsw::{
-    add_external_product_assign, add_external_product_assign_scratch, FourierGgswCiphertext,
-};
 use tfhe::core_crypto::prelude::*;
+
+use super::cmux::{cmux, CmuxScratch, Gadget};
 
 /// A modulus-switched LWE ciphertext as tfhe-rs's blind rotation reads it.
 pub(crate) struct SwitchedLwe<'a> {
@@ -31,19 +28,17 @@ impl ModulusSwitchedLweCiphertext<usize> for SwitchedLwe<'_> {
     }
 }
 
-/// Blind-rotate every input with one decomposition level of `bsk`: the rows of level `level`
-/// (those at q/B^level) of a key of base B form a one-level key of base B^level, here
-/// `base_log`. tfhe-rs's batched rotation takes whole keys only, so this is its loop (a CMUX
-/// per key bit and input: ct1 = X^a·ct0 − ct0, then ct0 += GGSW ⊡ ct1) on views of that level.
-pub(crate) fn batch_rotate_one_level(
+/// Blind-rotate every input with the same test vector, reading the key as `gadget` says (all
+/// its levels, or one level as a one-level key of a larger base). Each GGSW is loaded once for
+/// the whole batch: the loop runs key bit by key bit, a CMUX per input ([`cmux`]).
+pub(crate) fn batch_rotate(
     bsk: &FourierLweBootstrapKeyOwned,
-    level: usize,
-    base_log: usize,
+    gadget: Gadget,
     tv: &[u64],
     inputs: &[SwitchedLwe<'_>],
 ) -> Vec<GlweCiphertextOwned<u64>> {
     let n = PolynomialSize(tv.len());
-    let glwe = GlweSize(2);
+    let glwe = bsk.glwe_size();
     let native = CiphertextModulus::<u64>::new_native();
     let mut accs: Vec<GlweCiphertextOwned<u64>> = inputs
         .iter()
@@ -59,128 +54,179 @@ pub(crate) fn batch_rotate_one_level(
             acc
         })
         .collect();
-    let mut diff = GlweCiphertext::new(0u64, glwe, n, native);
     let fft = Fft::new(n);
     let fft = fft.as_view();
-    let mut buffers = ComputationBuffers::new();
-    buffers.resize(
-        add_external_product_assign_scratch::<u64>(glwe, n, fft).unaligned_bytes_required(),
-    );
+    let mut scratch = CmuxScratch::new(glwe.0, n.0, gadget.levels, fft);
     for (i, ggsw) in bsk.as_view().into_ggsw_iter().enumerate() {
-        let rows = ggsw
-            .into_levels()
-            .find(|m| m.decomposition_level().0 == level)
-            .expect("the key has that decomposition level");
-        let one_level = FourierGgswCiphertext::from_container(
-            rows.data(),
-            glwe,
-            n,
-            DecompositionBaseLog(base_log),
-            DecompositionLevelCount(1),
-        );
         for (acc, input) in accs.iter_mut().zip(inputs) {
             let a = input.mask[i];
-            if a == 0 {
-                continue;
+            if a != 0 {
+                cmux(acc.as_mut(), ggsw, gadget, a, fft, &mut scratch);
             }
-            for (d, c) in diff
-                .as_mut()
-                .chunks_exact_mut(n.0)
-                .zip(acc.as_ref().chunks_exact(n.0))
-            {
-                rotate_minus(d, c, a);
-            }
-            add_external_product_assign(
-                acc.as_mut_view(),
-                one_level.as_view(),
-                diff.as_view(),
-                fft,
-                buffers.stack(),
-            );
         }
     }
     accs
 }
 
-/// d = X^a·c − c in Z[X]/(X^N + 1), for 0 ≤ a < 2N: the first half of a CMUX in one pass.
-fn rotate_minus(d: &mut [u64], c: &[u64], a: usize) {
-    let n = c.len();
-    let (a, negate) = if a >= n { (a - n, true) } else { (a, false) };
-    let sign = |x: u64, neg: bool| if neg { x.wrapping_neg() } else { x };
-    // Coefficients a..N come from c[0..N-a] with the sign of X^a; 0..a wrap around once more.
-    for ((dj, &cj), &src) in d[a..].iter_mut().zip(&c[a..]).zip(&c[..n - a]) {
-        *dj = sign(src, negate).wrapping_sub(cj);
-    }
-    for ((dj, &cj), &src) in d[..a].iter_mut().zip(&c[..a]).zip(&c[n - a..]) {
-        *dj = sign(src, !negate).wrapping_sub(cj);
+/// The whole key, as it was made.
+pub(crate) fn whole_key(bsk: &FourierLweBootstrapKeyOwned) -> Gadget {
+    Gadget {
+        base_log: bsk.decomposition_base_log().0,
+        levels: bsk.decomposition_level_count().0,
+        key_level: None,
     }
 }
 
-/// Blind-rotate every input with the same test vector, sharing each GGSW load across the batch.
-pub(crate) fn batch_rotate(
-    bsk: &FourierLweBootstrapKeyOwned,
-    tv: &[u64],
-    inputs: &[SwitchedLwe<'_>],
-) -> Vec<GlweCiphertextOwned<u64>> {
-    let n = PolynomialSize(tv.len());
-    let native = CiphertextModulus::<u64>::new_native();
-    let mut luts = GlweCiphertextList::new(
-        0u64,
-        GlweSize(2),
-        n,
-        GlweCiphertextCount(inputs.len()),
-        native,
-    );
-    for mut lut in luts.iter_mut() {
-        lut.get_mut_body().as_mut().copy_from_slice(tv);
+/// The key's rows of level `level` (those at q/B^level) as a one-level key of base
+/// 2^`base_log` = B^level.
+pub(crate) fn one_level(level: usize, base_log: usize) -> Gadget {
+    Gadget {
+        base_log,
+        levels: 1,
+        key_level: Some(level),
     }
-    let fft = Fft::new(n);
-    let fft = fft.as_view();
-    let mut buffers = ComputationBuffers::new();
-    buffers.resize(
-        batch_blind_rotate_assign_scratch::<u64>(
-            GlweSize(2),
-            n,
-            CiphertextCount(inputs.len()),
-            fft,
-        )
-        .unaligned_bytes_required(),
-    );
-    bsk.as_view()
-        .batch_blind_rotate_assign(luts.as_mut_view(), inputs, fft, buffers.stack());
-    luts.iter()
-        .map(|g| GlweCiphertext::from_container(g.as_ref().to_vec(), n, native))
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::rotate_minus;
-    use tfhe::core_crypto::algorithms::polynomial_algorithms::polynomial_wrapping_monic_monomial_mul;
-    use tfhe::core_crypto::prelude::{MonomialDegree, Polynomial};
+    use super::{batch_rotate, one_level, whole_key, SwitchedLwe};
+    use tfhe::core_crypto::fft_impl::fft64::crypto::bootstrap::batch_blind_rotate_assign_scratch;
+    use tfhe::core_crypto::prelude::*;
+
+    const N: usize = 512;
+    const SMALL_N: usize = 32;
+
+    /// tfhe-rs's own batched blind rotation, the oracle.
+    fn tfhe_rotate(
+        bsk: &FourierLweBootstrapKeyOwned,
+        tv: &[u64],
+        inputs: &[SwitchedLwe<'_>],
+    ) -> Vec<GlweCiphertextOwned<u64>> {
+        let n = PolynomialSize(tv.len());
+        let native = CiphertextModulus::<u64>::new_native();
+        let count = GlweCiphertextCount(inputs.len());
+        let mut luts = GlweCiphertextList::new(0u64, GlweSize(2), n, count, native);
+        for mut lut in luts.iter_mut() {
+            lut.get_mut_body().as_mut().copy_from_slice(tv);
+        }
+        let fft = Fft::new(n);
+        let fft = fft.as_view();
+        let mut buffers = ComputationBuffers::new();
+        let batch = CiphertextCount(inputs.len());
+        buffers.resize(
+            batch_blind_rotate_assign_scratch::<u64>(GlweSize(2), n, batch, fft)
+                .unaligned_bytes_required(),
+        );
+        bsk.as_view()
+            .batch_blind_rotate_assign(luts.as_mut_view(), inputs, fft, buffers.stack());
+        luts.iter()
+            .map(|g| GlweCiphertext::from_container(g.as_ref().to_vec(), n, native))
+            .collect()
+    }
+
+    /// The decrypted coefficients of `glwe` under `key`.
+    fn phases(glwe: &GlweCiphertextOwned<u64>, key: &GlweSecretKeyOwned<u64>) -> Vec<u64> {
+        let mut out = PlaintextList::new(0u64, PlaintextCount(N));
+        decrypt_glwe_ciphertext(key, glwe, &mut out);
+        out.into_container()
+    }
+
+    fn distance(x: u64, y: u64) -> u64 {
+        x.wrapping_sub(y).min(y.wrapping_sub(x))
+    }
+
+    /// X^−φ·tv, coefficient j: tv[φ + j] with the negacyclic sign.
+    fn expected(tv: &[u64], phase: usize, j: usize) -> u64 {
+        let m = (phase + j) % (2 * N);
+        if m < N {
+            tv[m]
+        } else {
+            tv[m - N].wrapping_neg()
+        }
+    }
 
     #[test]
-    fn rotate_minus_is_the_monomial_product_less_the_input() {
-        let n = 16;
-        let c: Vec<u64> = (0..n as u64)
-            .map(|i| i * 0x9E37_79B9_7F4A_7C15 + 3)
+    fn rotation_matches_tfhe_rs_and_the_lut_for_whole_and_one_level_keys() {
+        let mut seeder = new_seeder();
+        let seeder = seeder.as_mut();
+        let mut secret = SecretRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed());
+        let mut enc =
+            EncryptionRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed(), seeder);
+        let lwe_key: LweSecretKeyOwned<u64> =
+            allocate_and_generate_new_binary_lwe_secret_key(LweDimension(SMALL_N), &mut secret);
+        let glwe_key: GlweSecretKeyOwned<u64> = allocate_and_generate_new_binary_glwe_secret_key(
+            GlweDimension(1),
+            PolynomialSize(N),
+            &mut secret,
+        );
+        let native = CiphertextModulus::<u64>::new_native();
+        let bsk = allocate_and_generate_new_lwe_bootstrap_key(
+            &lwe_key,
+            &glwe_key,
+            DecompositionBaseLog(8),
+            DecompositionLevelCount(3),
+            DynamicDistribution::new_t_uniform(20),
+            native,
+            &mut enc,
+        );
+        let mut fourier = FourierLweBootstrapKey::new(
+            bsk.input_lwe_dimension(),
+            bsk.glwe_size(),
+            bsk.polynomial_size(),
+            bsk.decomposition_base_log(),
+            bsk.decomposition_level_count(),
+        );
+        convert_standard_lwe_bootstrap_key_to_fourier(&bsk, &mut fourier);
+
+        // Values 2^58 apart: far above every gadget's noise here.
+        let tv: Vec<u64> = (0..N as u64).map(|j| ((j * 7) % 32) << 58).collect();
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |m: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % m as u64) as usize
+        };
+        let masks: Vec<Vec<usize>> = (0..8)
+            .map(|i| {
+                // One input with zeros in its mask (those CMUXes are skipped).
+                (0..SMALL_N)
+                    .map(|k| if i == 0 && k % 3 == 0 { 0 } else { next(2 * N) })
+                    .collect()
+            })
             .collect();
-        for a in 0..2 * n {
-            let mut want = Polynomial::new(0u64, tfhe::core_crypto::prelude::PolynomialSize(n));
-            polynomial_wrapping_monic_monomial_mul(
-                &mut want,
-                &Polynomial::from_container(c.as_slice()),
-                MonomialDegree(a),
-            );
-            let want: Vec<u64> = want
-                .as_ref()
-                .iter()
-                .zip(&c)
-                .map(|(&w, &x)| w.wrapping_sub(x))
-                .collect();
-            let mut got = vec![0u64; n];
-            rotate_minus(&mut got, &c, a);
-            assert_eq!(got, want, "a = {a}");
+        let bodies: Vec<usize> = (0..8).map(|_| next(2 * N)).collect();
+        let inputs: Vec<SwitchedLwe<'_>> = masks
+            .iter()
+            .zip(&bodies)
+            .map(|(m, &b)| SwitchedLwe {
+                mask: m,
+                body: b,
+                log: CiphertextModulusLog((2 * N).ilog2() as usize),
+            })
+            .collect();
+        let key_bits = lwe_key.as_ref();
+        let oracle = tfhe_rotate(&fourier, &tv, &inputs);
+        for gadget in [whole_key(&fourier), one_level(2, 16), one_level(3, 24)] {
+            let ours = batch_rotate(&fourier, gadget, &tv, &inputs);
+            for ((input, got), want) in inputs.iter().zip(&ours).zip(&oracle) {
+                let sum: usize = input
+                    .mask
+                    .iter()
+                    .zip(key_bits)
+                    .map(|(&a, &s)| a * s as usize)
+                    .sum();
+                let phase = (input.body + 2 * N * SMALL_N - sum % (2 * N)) % (2 * N);
+                let (got, want) = (phases(got, &glwe_key), phases(want, &glwe_key));
+                for j in 0..N {
+                    let lut = expected(&tv, phase, j);
+                    assert!(
+                        distance(got[j], lut) < 1 << 56,
+                        "{gadget:?}, coefficient {j}"
+                    );
+                    assert!(distance(want[j], lut) < 1 << 56, "tfhe-rs, coefficient {j}");
+                }
+            }
         }
     }
 }

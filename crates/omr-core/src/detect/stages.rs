@@ -7,7 +7,7 @@
 use tfhe::core_crypto::algorithms::glwe_sample_extraction::extract_lwe_sample_from_glwe_ciphertext;
 use tfhe::core_crypto::prelude::*;
 
-use super::rotate::{batch_rotate, batch_rotate_one_level, SwitchedLwe};
+use super::rotate::{batch_rotate, one_level, whole_key, SwitchedLwe};
 use super::{box_lut, level1_delta, level2_value, Pertinency};
 use crate::clue::{switch_native, Clue};
 use crate::error::OmrError;
@@ -69,9 +69,9 @@ impl DetectionKey {
             })
             .collect();
         let accs = if p.level1_uses_level2_key {
-            batch_rotate_one_level(&self.bsk2, 2, p.bsk1_base_log, &tv1, &inputs)
+            batch_rotate(&self.bsk2, one_level(2, p.bsk1_base_log), &tv1, &inputs)
         } else {
-            batch_rotate(&self.bsk1, &tv1, &inputs)
+            batch_rotate(&self.bsk1, whole_key(&self.bsk1), &tv1, &inputs)
         };
         let offset = delta1.wrapping_mul(ell as u64);
         let mut sum = GlweCiphertext::new(0u64, GlweSize(2), PolynomialSize(p.n1), native());
@@ -135,7 +135,12 @@ impl DetectionKey {
             .collect();
         let h2 = p.n2 / p.level1_divisor() as usize;
         let tv2 = box_lut(p.n2, h2, level2_value(p));
-        Level2Out(batch_rotate(&self.bsk2, &tv2, &inputs))
+        Level2Out(batch_rotate(
+            &self.bsk2,
+            whole_key(&self.bsk2),
+            &tv2,
+            &inputs,
+        ))
     }
 
     /// Stage 4: each level-2 GLWE switched to p, up-keyswitched to k3, multiplied by N^-1 and
