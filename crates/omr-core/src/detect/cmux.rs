@@ -2,8 +2,11 @@
 //!
 //! The rotation X^a·acc − acc and its signed gadget decomposition are one pass, compiled for the
 //! machine's vector width at run time (pulp's dispatch, AVX2 or AVX-512). The product then uses
-//! tfhe-rs's FFT: a forward transform per digit polynomial, a multiply-add with the key's Fourier
-//! rows, and tfhe-rs's inverse transform added to the accumulator.
+//! tfhe-rs's FFT: a forward transform per digit polynomial, one multiply-add pass over all the key's
+//! Fourier rows (the sum of the rows' products kept in registers, where tfhe-rs reads and writes
+//! the product once per row), and tfhe-rs's inverse transform added to the accumulator. Both
+//! passes of our own are `pulp::WithSimd` types: a closure handed to pulp's dispatch is not
+//! inlined into the target-feature function, so its loop ran as baseline x86-64 code.
 //!
 //! Why not tfhe-rs's `add_external_product_assign`: it rotates and decomposes in two passes, and
 //! its decomposition is compiled for baseline x86-64 (two 64-bit lanes). On omr-v2's level 1
@@ -35,7 +38,7 @@ pub(crate) struct CmuxScratch {
     n: usize,
     /// levels × polys × N digits (two's complement).
     digits: Vec<u64>,
-    /// The forward transform of one digit polynomial (N/2).
+    /// The forward transforms of every digit polynomial the key is read with (rows × N/2).
     fourier: Vec<c64>,
     /// The product, one Fourier polynomial per output polynomial.
     product: Vec<c64>,
@@ -45,6 +48,8 @@ pub(crate) struct CmuxScratch {
 
 impl CmuxScratch {
     pub(crate) fn new(polys: usize, n: usize, levels: usize, fft: FftView<'_>) -> Self {
+        // The multiply-add reads whole SIMD vectors (up to 4 complex numbers) of N/2.
+        assert!(n % 8 == 0, "polynomial size {n}");
         let mut buffers = ComputationBuffers::new();
         let need = fft
             .forward_scratch()
@@ -55,7 +60,7 @@ impl CmuxScratch {
             polys,
             n,
             digits: vec![0; levels * polys * n],
-            fourier: vec![c64::default(); n / 2],
+            fourier: vec![c64::default(); levels * polys * n / 2],
             product: vec![c64::default(); polys * n / 2],
             buffers,
             arch: pulp::Arch::new(),
@@ -75,7 +80,10 @@ pub(crate) fn cmux(
     let (n, polys) = (s.n, s.polys);
     debug_assert_eq!(acc.len(), n * polys);
     rotate_decompose(&mut s.digits, acc, n, a, gadget, s.arch);
-    let mut first = true;
+    // Every digit polynomial's transform first, then one pass over the key rows.
+    let half = n / 2;
+    let mut rows: [&[c64]; MAX_ROWS] = [&[]; MAX_ROWS];
+    let mut count = 0;
     for matrix in ggsw.into_levels() {
         let key_level = matrix.decomposition_level().0;
         let digit_level = match gadget.key_level {
@@ -88,15 +96,16 @@ pub(crate) fn cmux(
             let digits = Polynomial::from_container(&s.digits[start..start + n]);
             fft.forward_as_integer(
                 FourierPolynomialMutView {
-                    data: &mut s.fourier,
+                    data: &mut s.fourier[count * half..(count + 1) * half],
                 },
                 digits,
                 s.buffers.stack(),
             );
-            multiply_add(&mut s.product, row.data(), &s.fourier, first, s.arch);
-            first = false;
+            rows[count] = row.data();
+            count += 1;
         }
     }
+    multiply_rows(&mut s.product, &rows[..count], &s.fourier, half, s.arch);
     for (out, product) in acc
         .chunks_exact_mut(n)
         .zip(s.product.chunks_exact_mut(n / 2))
@@ -109,29 +118,76 @@ pub(crate) fn cmux(
     }
 }
 
-/// product[c] (+)= row[c] · f for every output polynomial c (`first`: overwrite).
-fn multiply_add(product: &mut [c64], row: &[c64], f: &[c64], first: bool, arch: pulp::Arch) {
-    arch.dispatch(
-        #[inline(always)]
-        || {
-            for (out, key) in product
-                .chunks_exact_mut(f.len())
-                .zip(row.chunks_exact(f.len()))
-            {
-                if first {
-                    for ((o, k), x) in out.iter_mut().zip(key).zip(f) {
-                        o.re = k.re * x.re - k.im * x.im;
-                        o.im = k.re * x.im + k.im * x.re;
-                    }
-                } else {
-                    for ((o, k), x) in out.iter_mut().zip(key).zip(f) {
-                        o.re += k.re * x.re - k.im * x.im;
-                        o.im += k.re * x.im + k.im * x.re;
-                    }
+/// At most levels × polys key rows are read per CMUX (5 levels of k = 1).
+const MAX_ROWS: usize = 10;
+
+/// product[c] = Σ_r rows[r][c] · fourier[r] for every output polynomial c: one pass per output
+/// polynomial over every row, the sum kept in registers (tfhe-rs's `update_with_fmadd` reads and
+/// writes the product once per row).
+fn multiply_rows(
+    product: &mut [c64],
+    rows: &[&[c64]],
+    fourier: &[c64],
+    half: usize,
+    arch: pulp::Arch,
+) {
+    fn run<const R: usize>(
+        product: &mut [c64],
+        rows: &[&[c64]],
+        fourier: &[c64],
+        half: usize,
+        arch: pulp::Arch,
+    ) {
+        arch.dispatch(Mac::<R> {
+            product,
+            rows,
+            fourier,
+            half,
+        })
+    }
+    match rows.len() {
+        2 => run::<2>(product, rows, fourier, half, arch),
+        4 => run::<4>(product, rows, fourier, half, arch),
+        6 => run::<6>(product, rows, fourier, half, arch),
+        8 => run::<8>(product, rows, fourier, half, arch),
+        10 => run::<10>(product, rows, fourier, half, arch),
+        r => panic!("{r} key rows per CMUX are not supported"),
+    }
+}
+
+struct Mac<'a, const R: usize> {
+    product: &'a mut [c64],
+    rows: &'a [&'a [c64]],
+    fourier: &'a [c64],
+    half: usize,
+}
+
+impl<const R: usize> pulp::WithSimd for Mac<'_, R> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let Self {
+            product,
+            rows,
+            fourier,
+            half,
+        } = self;
+        let f: [&[S::c64s]; R] =
+            std::array::from_fn(|r| S::as_simd_c64s(&fourier[r * half..(r + 1) * half]).0);
+        for (c, out) in product.chunks_exact_mut(half).enumerate() {
+            let out = S::as_mut_simd_c64s(out).0;
+            let k: [&[S::c64s]; R] =
+                std::array::from_fn(|r| S::as_simd_c64s(&rows[r][c * half..(c + 1) * half]).0);
+            for (j, o) in out.iter_mut().enumerate() {
+                let mut sum = simd.mul_c64s(k[0][j], f[0][j]);
+                for r in 1..R {
+                    sum = simd.mul_add_c64s(k[r][j], f[r][j], sum);
                 }
+                *o = sum;
             }
-        },
-    );
+        }
+    }
 }
 
 /// The digits of X^a·acc − acc, level 1 (most significant) first: `digits` holds levels × polys
@@ -164,39 +220,67 @@ fn rotate_decompose_l<const L: usize>(
 ) {
     let total = base_log * L;
     assert!((1..64).contains(&total), "{L} levels of 2^{base_log}");
-    let shift = 64 - total as u32;
-    let (a, negate) = if a >= n { (a - n, true) } else { (a, false) };
-    // Negation as (x ^ m) − m with m all ones; identity with m = 0.
-    let flip = |neg: bool| if neg { u64::MAX } else { 0 };
-    let polys = acc.len() / n;
-    arch.dispatch(
-        #[inline(always)]
-        || {
-            for (p, c) in acc.chunks_exact(n).enumerate() {
-                let mut outs: [&mut [u64]; L] = split_levels(digits, polys, n, p);
-                // Coefficients a..N of X^a·c come from c[0..N−a] with the sign of X^a;
-                // 0..a wrap around once more.
-                decompose_range::<L>(
-                    &mut outs,
-                    a,
-                    &c[..n - a],
-                    &c[a..],
-                    flip(negate),
-                    base_log,
-                    shift,
-                );
-                decompose_range::<L>(
-                    &mut outs,
-                    0,
-                    &c[n - a..],
-                    &c[..a],
-                    flip(!negate),
-                    base_log,
-                    shift,
-                );
-            }
-        },
-    );
+    arch.dispatch(RotateDecompose::<L> {
+        digits,
+        acc,
+        n,
+        a,
+        base_log,
+    });
+}
+
+/// The pass of [`rotate_decompose`] as a `pulp::WithSimd`, so that it is compiled inside the
+/// dispatched target-feature function (a closure passed to `dispatch` is not inlined there, and
+/// ran as baseline x86-64 code).
+struct RotateDecompose<'a, const L: usize> {
+    digits: &'a mut [u64],
+    acc: &'a [u64],
+    n: usize,
+    a: usize,
+    base_log: usize,
+}
+
+impl<const L: usize> pulp::WithSimd for RotateDecompose<'_, L> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let Self {
+            digits,
+            acc,
+            n,
+            a,
+            base_log,
+        } = self;
+        let shift = 64 - (base_log * L) as u32;
+        let (a, negate) = if a >= n { (a - n, true) } else { (a, false) };
+        // Negation as (x ^ m) − m with m all ones; identity with m = 0.
+        let flip = |neg: bool| if neg { u64::MAX } else { 0 };
+        let polys = acc.len() / n;
+        for (p, c) in acc.chunks_exact(n).enumerate() {
+            let mut outs: [&mut [u64]; L] = split_levels(digits, polys, n, p);
+            // Coefficients a..N of X^a·c come from c[0..N−a] with the sign of X^a;
+            // 0..a wrap around once more.
+            decompose_range::<L>(
+                &mut outs,
+                a,
+                &c[..n - a],
+                &c[a..],
+                flip(negate),
+                base_log,
+                shift,
+            );
+            decompose_range::<L>(
+                &mut outs,
+                0,
+                &c[n - a..],
+                &c[..a],
+                flip(!negate),
+                base_log,
+                shift,
+            );
+        }
+    }
 }
 
 /// The L output slices (one per level) of polynomial p.
