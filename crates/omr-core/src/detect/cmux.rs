@@ -49,7 +49,7 @@ pub(crate) struct CmuxScratch {
 impl CmuxScratch {
     pub(crate) fn new(polys: usize, n: usize, levels: usize, fft: FftView<'_>) -> Self {
         // The multiply-add reads whole SIMD vectors (up to 4 complex numbers) of N/2.
-        assert!(n % 8 == 0, "polynomial size {n}");
+        assert!(n.is_multiple_of(8), "polynomial size {n}");
         let mut buffers = ComputationBuffers::new();
         let need = fft
             .forward_scratch()
