@@ -9,7 +9,7 @@ use omr_core::{
     SecretKey, INSECURE_TEST,
 };
 
-use crate::fixtures::{both, insecure, insecure_secret, omr_v1, omr_v2};
+use crate::fixtures::{both, insecure, insecure_secret, omr_v1, omr_v2, Fixture};
 use crate::harness::{Decoder, Field, SLACK};
 
 /// k̄ (u32) right after the 6-byte header.
@@ -74,26 +74,23 @@ pub fn detection_key() -> Decoder {
         .cases(48)
 }
 
-/// The 107 MB production key: a few cases of each property.
+/// A production key: a few cases of each property.
+fn production_detection_key(name: &'static str, fixture: &Fixture) -> Decoder {
+    let valid = vec![fixture.detection_key.clone()];
+    Decoder::new(name, valid, CompressedDetectionKey::from_bytes)
+        .fields(kbar_field)
+        .alloc(1.5, SLACK)
+        .cases(3)
+}
+
+/// The 107 MB omr-v1 key.
 pub fn detection_key_omr_v1() -> Decoder {
-    let valid = vec![omr_v1().detection_key.clone()];
-    Decoder::new("detection key (omr-v1)", valid, |b| {
-        CompressedDetectionKey::from_bytes(b)
-    })
-    .fields(kbar_field)
-    .alloc(1.5, SLACK)
-    .cases(3)
+    production_detection_key("detection key (omr-v1)", omr_v1())
 }
 
 /// The 60 MB omr-v2 key (no level-1 key of its own, a 32-bit keyswitching key).
 pub fn detection_key_omr_v2() -> Decoder {
-    let valid = vec![omr_v2().detection_key.clone()];
-    Decoder::new("detection key (omr-v2)", valid, |b| {
-        CompressedDetectionKey::from_bytes(b)
-    })
-    .fields(kbar_field)
-    .alloc(1.5, SLACK)
-    .cases(3)
+    production_detection_key("detection key (omr-v2)", omr_v2())
 }
 
 pub fn accumulator() -> Decoder {
