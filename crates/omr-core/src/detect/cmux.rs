@@ -36,8 +36,10 @@ pub(crate) struct Gadget {
 pub(crate) struct CmuxScratch {
     polys: usize,
     n: usize,
-    /// levels × polys × N digits (two's complement).
-    digits: Vec<u64>,
+    /// levels × polys × N digits, as 32-bit two's complement: every base is at most 2^32, so a
+    /// balanced digit fits, and tfhe-rs converts 32-bit integers to the Fourier domain with one
+    /// instruction per 8 (AVX-512) or 4 (AVX2) of them where 64-bit ones take several.
+    digits: Vec<u32>,
     /// The forward transforms of every digit polynomial the key is read with (rows × N/2).
     fourier: Vec<c64>,
     /// The product, one Fourier polynomial per output polynomial.
@@ -193,7 +195,7 @@ impl<const R: usize> pulp::WithSimd for Mac<'_, R> {
 /// The digits of X^a·acc − acc, level 1 (most significant) first: `digits` holds levels × polys
 /// × N values.
 fn rotate_decompose(
-    digits: &mut [u64],
+    digits: &mut [u32],
     acc: &[u64],
     n: usize,
     a: usize,
@@ -211,7 +213,7 @@ fn rotate_decompose(
 }
 
 fn rotate_decompose_l<const L: usize>(
-    digits: &mut [u64],
+    digits: &mut [u32],
     acc: &[u64],
     n: usize,
     a: usize,
@@ -220,6 +222,7 @@ fn rotate_decompose_l<const L: usize>(
 ) {
     let total = base_log * L;
     assert!((1..64).contains(&total), "{L} levels of 2^{base_log}");
+    assert!(base_log <= 32, "digits of 2^{base_log} do not fit 32 bits");
     arch.dispatch(RotateDecompose::<L> {
         digits,
         acc,
@@ -233,7 +236,7 @@ fn rotate_decompose_l<const L: usize>(
 /// dispatched target-feature function (a closure passed to `dispatch` is not inlined there, and
 /// ran as baseline x86-64 code).
 struct RotateDecompose<'a, const L: usize> {
-    digits: &'a mut [u64],
+    digits: &'a mut [u32],
     acc: &'a [u64],
     n: usize,
     a: usize,
@@ -258,7 +261,7 @@ impl<const L: usize> pulp::WithSimd for RotateDecompose<'_, L> {
         let flip = |neg: bool| if neg { u64::MAX } else { 0 };
         let polys = acc.len() / n;
         for (p, c) in acc.chunks_exact(n).enumerate() {
-            let mut outs: [&mut [u64]; L] = split_levels(digits, polys, n, p);
+            let mut outs: [&mut [u32]; L] = split_levels(digits, polys, n, p);
             // Coefficients a..N of X^a·c come from c[0..N−a] with the sign of X^a;
             // 0..a wrap around once more.
             decompose_range::<L>(
@@ -286,11 +289,11 @@ impl<const L: usize> pulp::WithSimd for RotateDecompose<'_, L> {
 /// The L output slices (one per level) of polynomial p.
 #[inline(always)]
 fn split_levels<const L: usize>(
-    digits: &mut [u64],
+    digits: &mut [u32],
     polys: usize,
     n: usize,
     p: usize,
-) -> [&mut [u64]; L] {
+) -> [&mut [u32]; L] {
     let mut rest = digits;
     std::array::from_fn(|_| {
         let (level, tail) = std::mem::take(&mut rest).split_at_mut(polys * n);
@@ -302,7 +305,7 @@ fn split_levels<const L: usize>(
 /// outs[l][at + j] = digit l of (±src[j] − c[j]), for j in 0..src.len().
 #[inline(always)]
 fn decompose_range<const L: usize>(
-    outs: &mut [&mut [u64]; L],
+    outs: &mut [&mut [u32]; L],
     at: usize,
     src: &[u64],
     c: &[u64],
@@ -313,7 +316,7 @@ fn decompose_range<const L: usize>(
     let len = src.len();
     let mask = (1u64 << base_log) - 1;
     let round = 1u64 << (shift - 1);
-    let outs: [&mut [u64]; L] = outs.each_mut().map(|o| &mut o[at..at + len]);
+    let outs: [&mut [u32]; L] = outs.each_mut().map(|o| &mut o[at..at + len]);
     for j in 0..len {
         let x = (src[j] ^ m).wrapping_sub(m).wrapping_sub(c[j]);
         // The top `L·base_log` bits, rounded; then digits from the least significant up.
@@ -321,7 +324,8 @@ fn decompose_range<const L: usize>(
         for l in (0..L).rev() {
             let d = y & mask;
             let carry = d >> (base_log - 1);
-            outs[l][j] = d.wrapping_sub(carry << base_log);
+            // In [−B/2, B/2) with B ≤ 2^32: the low 32 bits are its two's complement.
+            outs[l][j] = d.wrapping_sub(carry << base_log) as u32;
             y = (y >> base_log) + carry;
         }
     }
@@ -357,14 +361,14 @@ mod tests {
             })
             .collect();
         let arch = pulp::Arch::new();
-        for (base_log, levels) in [(24, 1), (12, 3), (9, 4), (2, 5), (23, 1), (8, 2)] {
+        for (base_log, levels) in [(24, 1), (12, 3), (9, 4), (2, 5), (23, 1), (8, 2), (32, 1)] {
             let g = Gadget {
                 base_log,
                 levels,
                 key_level: None,
             };
             let shift = 64 - base_log * levels;
-            let mut digits = vec![0u64; levels * 2 * n];
+            let mut digits = vec![0u32; levels * 2 * n];
             for a in 0..2 * n {
                 rotate_decompose(&mut digits, &acc, n, a, g, arch);
                 for p in 0..2 {
@@ -372,7 +376,7 @@ mod tests {
                     for (j, &x) in want.iter().enumerate() {
                         let mut sum = 0u64;
                         for l in 0..levels {
-                            let d = digits[(l * 2 + p) * n + j] as i64;
+                            let d = digits[(l * 2 + p) * n + j] as i32 as i64;
                             let half = 1i64 << (base_log - 1);
                             assert!((-half..half).contains(&d), "digit {d} at 2^{base_log}");
                             let weight = 1u64 << (64 - base_log * (l + 1));

@@ -6,6 +6,7 @@
 //! On the wire both are a [`SeededNative`]: 32-bit bodies travel in the top half of a 64-bit word,
 //! so the rounding of bodies to their top bits and the encoding are the same code.
 
+use tfhe::core_crypto::algorithms::slice_algorithms::slice_wrapping_sub_scalar_mul_assign;
 use tfhe::core_crypto::commons::math::random::{CompressionSeed, Seed};
 use tfhe::core_crypto::prelude::*;
 
@@ -100,22 +101,38 @@ impl LweKsk {
         }
     }
 
-    /// Keyswitch `input` (dimension N1, modulus 2^64) to `output` (dimension n2, modulus 2^64).
-    pub(crate) fn keyswitch(
+    /// Keyswitch every input (dimension N1, modulus 2^64) to an LWE of dimension n2, modulus
+    /// 2^64. The key is read once for the whole batch: row by row, each row applied to every
+    /// input before the next. At 38 MB (omr-v2) the key does not stay in cache, so a keyswitch
+    /// per input streamed it from memory once per input. Each output gets tfhe-rs's operations
+    /// in tfhe-rs's order (`keyswitch_lwe_ciphertext`), so the result is the same to the bit.
+    pub(crate) fn keyswitch_batch(
         &self,
-        input: &LweCiphertextOwned<u64>,
-        output: &mut LweCiphertextOwned<u64>,
-    ) {
+        inputs: &[LweCiphertextOwned<u64>],
+        lwe2_dim: usize,
+    ) -> Vec<LweCiphertextOwned<u64>> {
+        let size = LweSize(lwe2_dim + 1);
         match self {
-            LweKsk::Native(k) => keyswitch_lwe_ciphertext(k, input, output),
+            LweKsk::Native(k) => {
+                let inputs: Vec<&[u64]> = inputs.iter().map(|c| c.as_ref()).collect();
+                keyswitch_rows(k, &inputs, size)
+                    .into_iter()
+                    .map(|out| LweCiphertext::from_container(out, native()))
+                    .collect()
+            }
             LweKsk::Half(k) => {
-                let narrow: Vec<u32> = input.as_ref().iter().map(|&x| round_to_32(x)).collect();
-                let narrow = LweCiphertext::from_container(narrow, native32());
-                let mut out = LweCiphertext::new(0u32, output.lwe_size(), native32());
-                keyswitch_lwe_ciphertext(k, &narrow, &mut out);
-                for (o, &x) in output.as_mut().iter_mut().zip(out.as_ref()) {
-                    *o = (x as u64) << 32;
-                }
+                let narrow: Vec<Vec<u32>> = inputs
+                    .iter()
+                    .map(|c| c.as_ref().iter().map(|&x| round_to_32(x)).collect())
+                    .collect();
+                let narrow: Vec<&[u32]> = narrow.iter().map(Vec::as_slice).collect();
+                keyswitch_rows(k, &narrow, size)
+                    .into_iter()
+                    .map(|out| {
+                        let wide = out.iter().map(|&x| (x as u64) << 32).collect();
+                        LweCiphertext::from_container(wide, native())
+                    })
+                    .collect()
             }
         }
     }
@@ -135,6 +152,39 @@ impl LweKsk {
             LweKsk::Half(k) => k.as_ref().len(),
         }
     }
+}
+
+/// tfhe-rs's native-modulus keyswitch (`keyswitch_lwe_ciphertext_native_mod_compatible`) of
+/// every input, with the loops turned: key row outside, input inside. `inputs` are whole LWE
+/// ciphertexts (mask, then body) of the key's input dimension.
+fn keyswitch_rows<S: UnsignedInteger>(
+    ksk: &LweKeyswitchKeyOwned<S>,
+    inputs: &[&[S]],
+    size: LweSize,
+) -> Vec<Vec<S>> {
+    assert_eq!(size, ksk.output_lwe_size(), "output dimension");
+    let n_in = ksk.input_key_lwe_dimension().0;
+    let mut outs: Vec<Vec<S>> = inputs
+        .iter()
+        .map(|input| {
+            assert_eq!(input.len(), n_in + 1, "input dimension");
+            let mut out = vec![S::ZERO; size.0];
+            out[size.0 - 1] = input[n_in];
+            out
+        })
+        .collect();
+    let decomposer = SignedDecomposer::new(
+        ksk.decomposition_base_log(),
+        ksk.decomposition_level_count(),
+    );
+    for (i, block) in ksk.iter().enumerate() {
+        for (out, input) in outs.iter_mut().zip(inputs) {
+            for (row, digit) in block.iter().zip(decomposer.decompose(input[i])) {
+                slice_wrapping_sub_scalar_mul_assign(out, row.as_ref(), digit.value());
+            }
+        }
+    }
+    outs
 }
 
 /// Generate the seeded keyswitching key of `sk` with a public `seed`.
@@ -186,5 +236,81 @@ mod tests {
         assert_eq!(round_to_32(1 << 31), 1);
         assert_eq!(round_to_32(u64::MAX), 0);
         assert_eq!(round_to_32(5 << 32), 5);
+    }
+
+    /// A keyswitching key between random binary keys of dimension 64 → 24 and `count` random
+    /// inputs of dimension 64.
+    fn setup<S: UnsignedTorus + CastFrom<u64>>(
+        count: usize,
+    ) -> (LweKeyswitchKeyOwned<S>, Vec<Vec<S>>) {
+        let mut seeder = new_seeder();
+        let seeder = seeder.as_mut();
+        let mut secret = SecretRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed());
+        let mut enc =
+            EncryptionRandomGenerator::<DefaultRandomGenerator>::new(seeder.seed(), seeder);
+        let from: LweSecretKeyOwned<S> =
+            allocate_and_generate_new_binary_lwe_secret_key(LweDimension(64), &mut secret);
+        let to: LweSecretKeyOwned<S> =
+            allocate_and_generate_new_binary_lwe_secret_key(LweDimension(24), &mut secret);
+        let ksk = allocate_and_generate_new_lwe_keyswitch_key(
+            &from,
+            &to,
+            DecompositionBaseLog(S::BITS / 8),
+            DecompositionLevelCount(5),
+            DynamicDistribution::new_t_uniform(3),
+            CiphertextModulus::new_native(),
+            &mut enc,
+        );
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let inputs = (0..count)
+            .map(|_| {
+                (0..65)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        S::cast_from(state >> (64 - S::BITS))
+                    })
+                    .collect()
+            })
+            .collect();
+        (ksk, inputs)
+    }
+
+    /// tfhe-rs's keyswitch of one input.
+    fn tfhe_keyswitch<S: UnsignedTorus>(ksk: &LweKeyswitchKeyOwned<S>, input: &[S]) -> Vec<S> {
+        let native = CiphertextModulus::new_native();
+        let input = LweCiphertext::from_container(input, native);
+        let mut out = LweCiphertext::new(S::ZERO, ksk.output_lwe_size(), native);
+        keyswitch_lwe_ciphertext(ksk, &input, &mut out);
+        out.into_container()
+    }
+
+    #[test]
+    fn the_batched_keyswitch_is_tfhe_rs_keyswitch_to_the_bit() {
+        let (ksk, inputs) = setup::<u64>(5);
+        let wide: Vec<LweCiphertextOwned<u64>> = inputs
+            .iter()
+            .map(|i| LweCiphertext::from_container(i.clone(), native()))
+            .collect();
+        let batch = LweKsk::Native(ksk.clone()).keyswitch_batch(&wide, 24);
+        assert_eq!(batch.len(), 5);
+        for (got, input) in batch.iter().zip(&inputs) {
+            assert_eq!(got.as_ref(), tfhe_keyswitch(&ksk, input).as_slice());
+        }
+
+        // 32 bits: the input rounded to its top half, the output put back there.
+        let (ksk, _) = setup::<u32>(0);
+        let batch = LweKsk::Half(ksk.clone()).keyswitch_batch(&wide, 24);
+        for (got, input) in batch.iter().zip(&inputs) {
+            let narrow: Vec<u32> = input.iter().map(|&x| round_to_32(x)).collect();
+            let want: Vec<u64> = tfhe_keyswitch(&ksk, &narrow)
+                .iter()
+                .map(|&x| (x as u64) << 32)
+                .collect();
+            assert_eq!(got.as_ref(), want.as_slice());
+        }
+        // An empty batch is an empty result.
+        assert!(LweKsk::Half(ksk).keyswitch_batch(&[], 24).is_empty());
     }
 }
