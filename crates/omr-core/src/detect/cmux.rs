@@ -1,10 +1,12 @@
-//! The CMUX of detection's blind rotations: acc ← acc + GGSW(s) ⊡ (X^a·acc − acc).
+//! The CMUX of detection's blind rotations: acc ← acc + GGSW(s) ⊡ (X^a·acc − acc), for a group
+//! of accumulators under the same key bit.
 //!
 //! The rotation X^a·acc − acc and its signed gadget decomposition are one pass, compiled for the
-//! machine's vector width at run time (pulp's dispatch, AVX2 or AVX-512). The product then uses
-//! tfhe-rs's FFT: a forward transform per digit polynomial, one multiply-add pass over all the key's
-//! Fourier rows (the sum of the rows' products kept in registers, where tfhe-rs reads and writes
-//! the product once per row), and tfhe-rs's inverse transform added to the accumulator. Both
+//! machine's vector width at run time (pulp's dispatch, AVX2 or AVX-512), with 32-bit digits.
+//! The product then uses tfhe-rs's FFT: a forward transform per digit polynomial, one
+//! multiply-add pass over all the key's Fourier rows for the whole group (each key vector loaded
+//! once for the group, the sum of the rows' products kept in registers, where tfhe-rs reads and
+//! writes the product once per row), and tfhe-rs's inverse transform added to each accumulator. Both
 //! passes of our own are `pulp::WithSimd` types: a closure handed to pulp's dispatch is not
 //! inlined into the target-feature function, so its loop ran as baseline x86-64 code.
 //!
@@ -40,13 +42,17 @@ pub(crate) struct CmuxScratch {
     /// balanced digit fits, and tfhe-rs converts 32-bit integers to the Fourier domain with one
     /// instruction per 8 (AVX-512) or 4 (AVX2) of them where 64-bit ones take several.
     digits: Vec<u32>,
-    /// The forward transforms of every digit polynomial the key is read with (rows × N/2).
+    /// The forward transforms of every digit polynomial the key is read with, per input of a
+    /// group (GROUP × rows × N/2).
     fourier: Vec<c64>,
-    /// The product, one Fourier polynomial per output polynomial.
+    /// The products, per input of a group one Fourier polynomial per output polynomial.
     product: Vec<c64>,
     buffers: ComputationBuffers,
     arch: pulp::Arch,
 }
+
+/// CMUXes of one key bit computed together: each key vector is loaded once for the group.
+pub(crate) const GROUP: usize = 4;
 
 impl CmuxScratch {
     pub(crate) fn new(polys: usize, n: usize, levels: usize, fft: FftView<'_>) -> Self {
@@ -62,29 +68,32 @@ impl CmuxScratch {
             polys,
             n,
             digits: vec![0; levels * polys * n],
-            fourier: vec![c64::default(); levels * polys * n / 2],
-            product: vec![c64::default(); polys * n / 2],
+            fourier: vec![c64::default(); GROUP * levels * polys * n / 2],
+            product: vec![c64::default(); GROUP * polys * n / 2],
             buffers,
             arch: pulp::Arch::new(),
         }
     }
 }
 
-/// acc ← acc + GGSW ⊡ (X^a·acc − acc), for 0 ≤ a < 2N; `acc` holds `polys` polynomials of N.
-pub(crate) fn cmux(
-    acc: &mut [u64],
+/// accs[x] ← accs[x] + GGSW ⊡ (X^shifts[x]·accs[x] − accs[x]) for every input x of a group of
+/// at most [`GROUP`] under the same key bit; each acc holds `polys` polynomials of N and each
+/// shift is in 0..2N.
+pub(crate) fn cmux_group(
+    accs: &mut [&mut [u64]],
+    shifts: &[usize],
     ggsw: FourierGgswCiphertextView<'_>,
     gadget: Gadget,
-    a: usize,
     fft: FftView<'_>,
     s: &mut CmuxScratch,
 ) {
     let (n, polys) = (s.n, s.polys);
-    debug_assert_eq!(acc.len(), n * polys);
-    rotate_decompose(&mut s.digits, acc, n, a, gadget, s.arch);
-    // Every digit polynomial's transform first, then one pass over the key rows.
     let half = n / 2;
+    let inputs = accs.len();
+    assert!(inputs <= GROUP && inputs == shifts.len());
+    // The key rows read, and the digit polynomial each is multiplied with.
     let mut rows: [&[c64]; MAX_ROWS] = [&[]; MAX_ROWS];
+    let mut digit_poly = [0usize; MAX_ROWS];
     let mut count = 0;
     for matrix in ggsw.into_levels() {
         let key_level = matrix.decomposition_level().0;
@@ -94,38 +103,47 @@ pub(crate) fn cmux(
             None => key_level,
         };
         for (p, row) in matrix.into_rows().enumerate() {
-            let start = ((digit_level - 1) * polys + p) * n;
-            let digits = Polynomial::from_container(&s.digits[start..start + n]);
-            fft.forward_as_integer(
-                FourierPolynomialMutView {
-                    data: &mut s.fourier[count * half..(count + 1) * half],
-                },
-                digits,
-                s.buffers.stack(),
-            );
+            digit_poly[count] = (digit_level - 1) * polys + p;
             rows[count] = row.data();
             count += 1;
         }
     }
-    multiply_rows(&mut s.product, &rows[..count], &s.fourier, half, s.arch);
-    for (out, product) in acc
-        .chunks_exact_mut(n)
-        .zip(s.product.chunks_exact_mut(n / 2))
-    {
-        fft.add_backward_in_place_as_torus(
-            Polynomial::from_container(out),
-            FourierPolynomialMutView { data: product },
-            s.buffers.stack(),
-        );
+    // Every input's digit transforms, then one pass over the key rows for the whole group.
+    for (x, (acc, &a)) in accs.iter().zip(shifts).enumerate() {
+        debug_assert_eq!(acc.len(), n * polys);
+        rotate_decompose(&mut s.digits, acc, n, a, gadget, s.arch);
+        for (r, &d) in digit_poly[..count].iter().enumerate() {
+            let at = (x * count + r) * half;
+            fft.forward_as_integer(
+                FourierPolynomialMutView {
+                    data: &mut s.fourier[at..at + half],
+                },
+                Polynomial::from_container(&s.digits[d * n..(d + 1) * n]),
+                s.buffers.stack(),
+            );
+        }
+    }
+    let product = &mut s.product[..inputs * polys * half];
+    let fourier = &s.fourier[..inputs * count * half];
+    multiply_rows(product, &rows[..count], fourier, half, s.arch);
+    for (acc, products) in accs.iter_mut().zip(product.chunks_exact_mut(polys * half)) {
+        for (out, product) in acc.chunks_exact_mut(n).zip(products.chunks_exact_mut(half)) {
+            fft.add_backward_in_place_as_torus(
+                Polynomial::from_container(out),
+                FourierPolynomialMutView { data: product },
+                s.buffers.stack(),
+            );
+        }
     }
 }
 
 /// At most levels × polys key rows are read per CMUX (5 levels of k = 1).
 const MAX_ROWS: usize = 10;
 
-/// product[c] = Σ_r rows[r][c] · fourier[r] for every output polynomial c: one pass per output
-/// polynomial over every row, the sum kept in registers (tfhe-rs's `update_with_fmadd` reads and
-/// writes the product once per row).
+/// For every input x of a group and output polynomial c: product[x][c] = Σ_r rows[r][c] ·
+/// fourier[x][r]. One pass per output polynomial: each key vector is loaded once for the whole
+/// group, and each sum is kept in registers (tfhe-rs's `update_with_fmadd` reads and writes the
+/// product once per row, and reloads the key for every input).
 fn multiply_rows(
     product: &mut [c64],
     rows: &[&[c64]],
@@ -158,8 +176,10 @@ fn multiply_rows(
 }
 
 struct Mac<'a, const R: usize> {
+    /// inputs × polys × half.
     product: &'a mut [c64],
     rows: &'a [&'a [c64]],
+    /// inputs × R × half.
     fourier: &'a [c64],
     half: usize,
 }
@@ -175,18 +195,33 @@ impl<const R: usize> pulp::WithSimd for Mac<'_, R> {
             fourier,
             half,
         } = self;
-        let f: [&[S::c64s]; R] =
-            std::array::from_fn(|r| S::as_simd_c64s(&fourier[r * half..(r + 1) * half]).0);
-        for (c, out) in product.chunks_exact_mut(half).enumerate() {
-            let out = S::as_mut_simd_c64s(out).0;
+        let inputs = fourier.len() / (R * half);
+        let polys = product.len() / (inputs * half);
+        let empty: &[S::c64s] = &[];
+        let mut f: [[&[S::c64s]; R]; GROUP] = [[empty; R]; GROUP];
+        for (x, fx) in f.iter_mut().enumerate().take(inputs) {
+            for (r, fxr) in fx.iter_mut().enumerate() {
+                let at = (x * R + r) * half;
+                *fxr = S::as_simd_c64s(&fourier[at..at + half]).0;
+            }
+        }
+        let len = f[0][0].len();
+        for c in 0..polys {
             let k: [&[S::c64s]; R] =
                 std::array::from_fn(|r| S::as_simd_c64s(&rows[r][c * half..(c + 1) * half]).0);
-            for (j, o) in out.iter_mut().enumerate() {
-                let mut sum = simd.mul_c64s(k[0][j], f[0][j]);
-                for r in 1..R {
-                    sum = simd.mul_add_c64s(k[r][j], f[r][j], sum);
+            let mut outs: [&mut [S::c64s]; GROUP] = Default::default();
+            for (out, px) in outs.iter_mut().zip(product.chunks_exact_mut(polys * half)) {
+                *out = S::as_mut_simd_c64s(&mut px[c * half..(c + 1) * half]).0;
+            }
+            for j in 0..len {
+                let kj: [S::c64s; R] = std::array::from_fn(|r| k[r][j]);
+                for x in 0..inputs {
+                    let mut sum = simd.mul_c64s(kj[0], f[x][0][j]);
+                    for r in 1..R {
+                        sum = simd.mul_add_c64s(kj[r], f[x][r][j], sum);
+                    }
+                    outs[x][j] = sum;
                 }
-                *o = sum;
             }
         }
     }
