@@ -158,12 +158,28 @@ fn multiply_rows(
         half: usize,
         arch: pulp::Arch,
     ) {
-        arch.dispatch(Mac::<R> {
-            product,
-            rows,
-            fourier,
-            half,
-        })
+        fn group<const R: usize, const X: usize>(
+            product: &mut [c64],
+            rows: &[&[c64]],
+            fourier: &[c64],
+            half: usize,
+            arch: pulp::Arch,
+        ) {
+            arch.dispatch(Mac::<R, X> {
+                product,
+                rows,
+                fourier,
+                half,
+            })
+        }
+        // The group size as a constant, so that its loop unrolls.
+        match fourier.len() / (R * half) {
+            1 => group::<R, 1>(product, rows, fourier, half, arch),
+            2 => group::<R, 2>(product, rows, fourier, half, arch),
+            3 => group::<R, 3>(product, rows, fourier, half, arch),
+            4 => group::<R, 4>(product, rows, fourier, half, arch),
+            x => panic!("groups of {x} are not supported"),
+        }
     }
     match rows.len() {
         2 => run::<2>(product, rows, fourier, half, arch),
@@ -175,16 +191,16 @@ fn multiply_rows(
     }
 }
 
-struct Mac<'a, const R: usize> {
-    /// inputs × polys × half.
+struct Mac<'a, const R: usize, const X: usize> {
+    /// X × polys × half.
     product: &'a mut [c64],
     rows: &'a [&'a [c64]],
-    /// inputs × R × half.
+    /// X × R × half.
     fourier: &'a [c64],
     half: usize,
 }
 
-impl<const R: usize> pulp::WithSimd for Mac<'_, R> {
+impl<const R: usize, const X: usize> pulp::WithSimd for Mac<'_, R, X> {
     type Output = ();
 
     #[inline(always)]
@@ -195,27 +211,24 @@ impl<const R: usize> pulp::WithSimd for Mac<'_, R> {
             fourier,
             half,
         } = self;
-        let inputs = fourier.len() / (R * half);
-        let polys = product.len() / (inputs * half);
-        let empty: &[S::c64s] = &[];
-        let mut f: [[&[S::c64s]; R]; GROUP] = [[empty; R]; GROUP];
-        for (x, fx) in f.iter_mut().enumerate().take(inputs) {
-            for (r, fxr) in fx.iter_mut().enumerate() {
+        let polys = product.len() / (X * half);
+        let f: [[&[S::c64s]; R]; X] = std::array::from_fn(|x| {
+            std::array::from_fn(|r| {
                 let at = (x * R + r) * half;
-                *fxr = S::as_simd_c64s(&fourier[at..at + half]).0;
-            }
-        }
-        let len = f[0][0].len();
+                S::as_simd_c64s(&fourier[at..at + half]).0
+            })
+        });
         for c in 0..polys {
             let k: [&[S::c64s]; R] =
                 std::array::from_fn(|r| S::as_simd_c64s(&rows[r][c * half..(c + 1) * half]).0);
-            let mut outs: [&mut [S::c64s]; GROUP] = Default::default();
-            for (out, px) in outs.iter_mut().zip(product.chunks_exact_mut(polys * half)) {
-                *out = S::as_mut_simd_c64s(&mut px[c * half..(c + 1) * half]).0;
-            }
-            for j in 0..len {
+            let mut chunks = product.chunks_exact_mut(polys * half);
+            let outs: [&mut [S::c64s]; X] = std::array::from_fn(|_| {
+                let px = chunks.next().expect("X products");
+                S::as_mut_simd_c64s(&mut px[c * half..(c + 1) * half]).0
+            });
+            for j in 0..k[0].len() {
                 let kj: [S::c64s; R] = std::array::from_fn(|r| k[r][j]);
-                for x in 0..inputs {
+                for x in 0..X {
                     let mut sum = simd.mul_c64s(kj[0], f[x][0][j]);
                     for r in 1..R {
                         sum = simd.mul_add_c64s(kj[r], f[x][r][j], sum);
