@@ -14,6 +14,7 @@ use crate::keys::DetectionKey;
 use crate::params::{ParamSet, PRIME_P};
 
 mod cmux;
+mod decompose;
 mod rotate;
 mod stages;
 
