@@ -23,19 +23,7 @@ use tfhe::core_crypto::fft_impl::fft64::math::fft::FftView;
 use tfhe::core_crypto::fft_impl::fft64::math::polynomial::FourierPolynomialMutView;
 use tfhe::core_crypto::prelude::{ComputationBuffers, Polynomial};
 
-use super::decompose::rotate_decompose;
-
-/// How a key's GGSWs are read.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Gadget {
-    /// log2 of the decomposition base the digits use.
-    pub(crate) base_log: usize,
-    /// Digit levels (1 ..= 5).
-    pub(crate) levels: usize,
-    /// `Some(l)`: only the key's level l is read, as a one-level key of base 2^`base_log`
-    /// (its rows sit at q/2^base_log); `None`: every level of the key, as it was made.
-    pub(crate) key_level: Option<usize>,
-}
+use super::decompose::{rotate_decompose, Gadget};
 
 /// Buffers of one rotation loop, reused across its CMUXes.
 pub(crate) struct CmuxScratch {

@@ -4,7 +4,17 @@
 //! two's complement: every base is at most 2^32, and tfhe-rs converts 32-bit integers to the
 //! Fourier domain with one instruction per 8 (AVX-512) or 4 (AVX2).
 
-use super::cmux::Gadget;
+/// How a key's GGSWs are read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Gadget {
+    /// log2 of the decomposition base the digits use.
+    pub(crate) base_log: usize,
+    /// Digit levels (1 ..= 5).
+    pub(crate) levels: usize,
+    /// `Some(l)`: only the key's level l is read, as a one-level key of base 2^`base_log`
+    /// (its rows sit at q/2^base_log); `None`: every level of the key, as it was made.
+    pub(crate) key_level: Option<usize>,
+}
 
 /// The digits of X^a·acc − acc, level 1 (most significant) first: `digits` holds levels × polys
 /// × N values.

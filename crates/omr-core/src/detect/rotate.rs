@@ -4,7 +4,8 @@
 use tfhe::core_crypto::algorithms::polynomial_algorithms::polynomial_wrapping_monic_monomial_div;
 use tfhe::core_crypto::prelude::*;
 
-use super::cmux::{cmux_group, CmuxScratch, Gadget, GROUP};
+use super::cmux::{cmux_group, CmuxScratch, GROUP};
+use super::decompose::Gadget;
 
 /// A modulus-switched LWE ciphertext as tfhe-rs's blind rotation reads it.
 pub(crate) struct SwitchedLwe<'a> {
