@@ -42,9 +42,25 @@ pub async fn bench(a: BenchArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
                 .with_context(|| format!("unknown parameter set {:?}", name.trim()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // tfhe-rs's FFT plans, measured once for every size the sets use before anything transforms
+    // (as omrd pins them), and reported: tfhe-rs times its candidates once each, so two runs on
+    // one machine may not use the same plan, and a report should say which it used.
+    let mut plans = String::new();
+    for &params in &sets {
+        let pinned = omr_core::pin_fft_plans(params, &plans);
+        plans.push_str(&pinned);
+    }
+    let plans: Vec<&str> = {
+        let mut lines: Vec<&str> = plans.lines().collect();
+        lines.sort_unstable();
+        lines.dedup();
+        lines
+    };
     let mut reports = Vec::with_capacity(sets.len());
     for &params in &sets {
-        reports.push(run_one(&a, params, &ui).await?);
+        let mut report = run_one(&a, params, &ui).await?;
+        report["fft_plans"] = serde_json::json!(plans);
+        reports.push(report);
     }
     if json {
         if let [one] = reports.as_slice() {
@@ -62,6 +78,7 @@ pub async fn bench(a: BenchArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         a.batch,
     );
     print_table(&reports);
+    println!("  FFT plans (size algorithm base): {}", plans.join(", "));
     Ok(())
 }
 

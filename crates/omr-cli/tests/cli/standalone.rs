@@ -75,6 +75,17 @@ fn bench_prints_the_designed_json() {
     for k in ["detect_ms_per_message", "reference_pbs_ms", "decode_ms"] {
         assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
     }
+    // The FFT plans the run used, one `size algorithm base` line per size.
+    let plans = r["fft_plans"].as_array().expect("fft_plans");
+    assert!(!plans.is_empty(), "{r}");
+    for plan in plans {
+        let words: Vec<&str> = plan.as_str().unwrap().split_whitespace().collect();
+        assert_eq!(words.len(), 3, "{plan}");
+        assert!(
+            words[0].parse::<usize>().unwrap().is_power_of_two(),
+            "{plan}"
+        );
+    }
     for k in ["level1", "keyswitch", "level2", "trace", "fold"] {
         assert!(r["stage_ms"][k].as_f64().unwrap() > 0.0, "stage {k}: {r}");
     }
