@@ -29,9 +29,7 @@ use super::decompose::{rotate_decompose, Gadget};
 pub(crate) struct CmuxScratch {
     polys: usize,
     n: usize,
-    /// levels × polys × N digits, as 32-bit two's complement: every base is at most 2^32, so a
-    /// balanced digit fits, and tfhe-rs converts 32-bit integers to the Fourier domain with one
-    /// instruction per 8 (AVX-512) or 4 (AVX2) of them where 64-bit ones take several.
+    /// levels × polys × N digits, 32-bit (the `decompose` module says why).
     digits: Vec<u32>,
     /// The forward transforms of every digit polynomial the key is read with, per input of a
     /// group (GROUP × rows × N/2).

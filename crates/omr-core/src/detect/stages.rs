@@ -92,7 +92,7 @@ impl DetectionKey {
     /// Stage 2: keyswitch each level-1 output to the level-2 key.
     #[doc(hidden)]
     pub fn stage_keyswitch(&self, level1: &Level1Out) -> KeyswitchOut {
-        KeyswitchOut(self.ksk.keyswitch_batch(&level1.0, self.params.lwe2_dim))
+        KeyswitchOut(self.ksk.keyswitch_batch(&level1.0))
     }
 
     /// Stage 3: switch to 2·N2 and blind-rotate with the window LUT (⌊p/t⌋ when every clue

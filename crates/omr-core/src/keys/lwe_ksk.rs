@@ -101,21 +101,19 @@ impl LweKsk {
         }
     }
 
-    /// Keyswitch every input (dimension N1, modulus 2^64) to an LWE of dimension n2, modulus
-    /// 2^64. The key is read once for the whole batch: row by row, each row applied to every
+    /// Keyswitch every input (dimension N1, modulus 2^64) to an LWE of the key's output
+    /// dimension n2, modulus 2^64. The key is read once for the whole batch: row by row, each row applied to every
     /// input before the next. At 38 MB (omr-v2) the key does not stay in cache, so a keyswitch
     /// per input streamed it from memory once per input. Each output gets tfhe-rs's operations
     /// in tfhe-rs's order (`keyswitch_lwe_ciphertext`), so the result is the same to the bit.
     pub(crate) fn keyswitch_batch(
         &self,
         inputs: &[LweCiphertextOwned<u64>],
-        lwe2_dim: usize,
     ) -> Vec<LweCiphertextOwned<u64>> {
-        let size = LweSize(lwe2_dim + 1);
         match self {
             LweKsk::Native(k) => {
                 let inputs: Vec<&[u64]> = inputs.iter().map(|c| c.as_ref()).collect();
-                keyswitch_rows(k, &inputs, size)
+                keyswitch_rows(k, &inputs)
                     .into_iter()
                     .map(|out| LweCiphertext::from_container(out, native()))
                     .collect()
@@ -126,7 +124,7 @@ impl LweKsk {
                     .map(|c| c.as_ref().iter().map(|&x| round_to_32(x)).collect())
                     .collect();
                 let narrow: Vec<&[u32]> = narrow.iter().map(Vec::as_slice).collect();
-                keyswitch_rows(k, &narrow, size)
+                keyswitch_rows(k, &narrow)
                     .into_iter()
                     .map(|out| {
                         let wide = out.iter().map(|&x| (x as u64) << 32).collect();
@@ -160,9 +158,8 @@ impl LweKsk {
 fn keyswitch_rows<S: UnsignedInteger>(
     ksk: &LweKeyswitchKeyOwned<S>,
     inputs: &[&[S]],
-    size: LweSize,
 ) -> Vec<Vec<S>> {
-    assert_eq!(size, ksk.output_lwe_size(), "output dimension");
+    let size = ksk.output_lwe_size();
     let n_in = ksk.input_key_lwe_dimension().0;
     let mut outs: Vec<Vec<S>> = inputs
         .iter()
@@ -293,7 +290,7 @@ mod tests {
             .iter()
             .map(|i| LweCiphertext::from_container(i.clone(), native()))
             .collect();
-        let batch = LweKsk::Native(ksk.clone()).keyswitch_batch(&wide, 24);
+        let batch = LweKsk::Native(ksk.clone()).keyswitch_batch(&wide);
         assert_eq!(batch.len(), 5);
         for (got, input) in batch.iter().zip(&inputs) {
             assert_eq!(got.as_ref(), tfhe_keyswitch(&ksk, input).as_slice());
@@ -301,7 +298,7 @@ mod tests {
 
         // 32 bits: the input rounded to its top half, the output put back there.
         let (ksk, _) = setup::<u32>(0);
-        let batch = LweKsk::Half(ksk.clone()).keyswitch_batch(&wide, 24);
+        let batch = LweKsk::Half(ksk.clone()).keyswitch_batch(&wide);
         for (got, input) in batch.iter().zip(&inputs) {
             let narrow: Vec<u32> = input.iter().map(|&x| round_to_32(x)).collect();
             let want: Vec<u64> = tfhe_keyswitch(&ksk, &narrow)
@@ -311,6 +308,6 @@ mod tests {
             assert_eq!(got.as_ref(), want.as_slice());
         }
         // An empty batch is an empty result.
-        assert!(LweKsk::Half(ksk).keyswitch_batch(&[], 24).is_empty());
+        assert!(LweKsk::Half(ksk).keyswitch_batch(&[]).is_empty());
     }
 }
