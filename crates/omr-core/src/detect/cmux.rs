@@ -29,6 +29,9 @@ use super::decompose::{rotate_decompose, Gadget};
 pub(crate) struct CmuxScratch {
     polys: usize,
     n: usize,
+    /// Distance between consecutive Fourier polynomials in `fourier` and `product`: N/2 and a
+    /// pad, so that they do not all start at the same offset modulo the cache's way size.
+    stride: usize,
     /// levels × polys × N digits, 32-bit (the `decompose` module says why).
     digits: Vec<u32>,
     /// The forward transforms of every digit polynomial the key is read with, per input of a
@@ -53,12 +56,14 @@ impl CmuxScratch {
             .unaligned_bytes_required()
             .max(fft.backward_scratch().unaligned_bytes_required());
         buffers.resize(need);
+        let stride = n / 2 + PAD;
         Self {
             polys,
             n,
+            stride,
             digits: vec![0; levels * polys * n],
-            fourier: vec![c64::default(); GROUP * levels * polys * n / 2],
-            product: vec![c64::default(); GROUP * polys * n / 2],
+            fourier: vec![c64::default(); GROUP * levels * polys * stride],
+            product: vec![c64::default(); GROUP * polys * stride],
             buffers,
             arch: pulp::Arch::new(),
         }
@@ -76,7 +81,7 @@ pub(crate) fn cmux_group(
     fft: FftView<'_>,
     s: &mut CmuxScratch,
 ) {
-    let (n, polys) = (s.n, s.polys);
+    let (n, polys, stride) = (s.n, s.polys, s.stride);
     let half = n / 2;
     let inputs = accs.len();
     assert!(inputs <= GROUP && inputs == shifts.len());
@@ -102,7 +107,7 @@ pub(crate) fn cmux_group(
         debug_assert_eq!(acc.len(), n * polys);
         rotate_decompose(&mut s.digits, acc, n, a, gadget, s.arch);
         for (r, &d) in digit_poly[..count].iter().enumerate() {
-            let at = (x * count + r) * half;
+            let at = (x * count + r) * stride;
             fft.forward_as_integer(
                 FourierPolynomialMutView {
                     data: &mut s.fourier[at..at + half],
@@ -112,11 +117,18 @@ pub(crate) fn cmux_group(
             );
         }
     }
-    let product = &mut s.product[..inputs * polys * half];
-    let fourier = &s.fourier[..inputs * count * half];
-    multiply_rows(product, &rows[..count], fourier, half, s.arch);
-    for (acc, products) in accs.iter_mut().zip(product.chunks_exact_mut(polys * half)) {
-        for (out, product) in acc.chunks_exact_mut(n).zip(products.chunks_exact_mut(half)) {
+    let product = &mut s.product[..inputs * polys * stride];
+    let fourier = &s.fourier[..inputs * count * stride];
+    multiply_rows(product, &rows[..count], fourier, half, stride, s.arch);
+    for (acc, products) in accs
+        .iter_mut()
+        .zip(product.chunks_exact_mut(polys * stride))
+    {
+        for (out, product) in acc
+            .chunks_exact_mut(n)
+            .zip(products.chunks_exact_mut(stride))
+        {
+            let product = &mut product[..half];
             fft.add_backward_in_place_as_torus(
                 Polynomial::from_container(out),
                 FourierPolynomialMutView { data: product },
@@ -129,6 +141,13 @@ pub(crate) fn cmux_group(
 /// At most levels × polys key rows are read per CMUX (5 levels of k = 1).
 const MAX_ROWS: usize = 10;
 
+/// The pad after each Fourier polynomial of the scratch, in complex numbers (128 bytes). A
+/// Fourier polynomial of N = 2048 is 16 KiB, a multiple of an L1 way (4 KiB on x86), so without
+/// it every polynomial a multiply-add pass reads (a group of 4 at 3 levels: 24, besides the key's
+/// rows) starts in the same cache set and they evict each other: on an AMD Zen 4 (8-way L1)
+/// omr-v2's level 2 took 21–22 ms unpadded against 16 ms padded.
+const PAD: usize = 8;
+
 /// For every input x of a group and output polynomial c: product[x][c] = Σ_r rows[r][c] ·
 /// fourier[x][r]. One pass per output polynomial: each key vector is loaded once for the whole
 /// group, and each sum is kept in registers (tfhe-rs's `update_with_fmadd` reads and writes the
@@ -138,6 +157,7 @@ fn multiply_rows(
     rows: &[&[c64]],
     fourier: &[c64],
     half: usize,
+    stride: usize,
     arch: pulp::Arch,
 ) {
     fn run<const R: usize>(
@@ -145,6 +165,7 @@ fn multiply_rows(
         rows: &[&[c64]],
         fourier: &[c64],
         half: usize,
+        stride: usize,
         arch: pulp::Arch,
     ) {
         fn group<const R: usize, const X: usize>(
@@ -152,6 +173,7 @@ fn multiply_rows(
             rows: &[&[c64]],
             fourier: &[c64],
             half: usize,
+            stride: usize,
             arch: pulp::Arch,
         ) {
             arch.dispatch(Mac::<R, X> {
@@ -159,34 +181,36 @@ fn multiply_rows(
                 rows,
                 fourier,
                 half,
+                stride,
             })
         }
         // The group size as a constant, so that its loop unrolls.
-        match fourier.len() / (R * half) {
-            1 => group::<R, 1>(product, rows, fourier, half, arch),
-            2 => group::<R, 2>(product, rows, fourier, half, arch),
-            3 => group::<R, 3>(product, rows, fourier, half, arch),
-            4 => group::<R, 4>(product, rows, fourier, half, arch),
+        match fourier.len() / (R * stride) {
+            1 => group::<R, 1>(product, rows, fourier, half, stride, arch),
+            2 => group::<R, 2>(product, rows, fourier, half, stride, arch),
+            3 => group::<R, 3>(product, rows, fourier, half, stride, arch),
+            4 => group::<R, 4>(product, rows, fourier, half, stride, arch),
             x => panic!("groups of {x} are not supported"),
         }
     }
     match rows.len() {
-        2 => run::<2>(product, rows, fourier, half, arch),
-        4 => run::<4>(product, rows, fourier, half, arch),
-        6 => run::<6>(product, rows, fourier, half, arch),
-        8 => run::<8>(product, rows, fourier, half, arch),
-        10 => run::<10>(product, rows, fourier, half, arch),
+        2 => run::<2>(product, rows, fourier, half, stride, arch),
+        4 => run::<4>(product, rows, fourier, half, stride, arch),
+        6 => run::<6>(product, rows, fourier, half, stride, arch),
+        8 => run::<8>(product, rows, fourier, half, stride, arch),
+        10 => run::<10>(product, rows, fourier, half, stride, arch),
         r => panic!("{r} key rows per CMUX are not supported"),
     }
 }
 
 struct Mac<'a, const R: usize, const X: usize> {
-    /// X × polys × half.
+    /// X × polys × stride.
     product: &'a mut [c64],
     rows: &'a [&'a [c64]],
-    /// X × R × half.
+    /// X × R × stride.
     fourier: &'a [c64],
     half: usize,
+    stride: usize,
 }
 
 impl<const R: usize, const X: usize> pulp::WithSimd for Mac<'_, R, X> {
@@ -199,21 +223,22 @@ impl<const R: usize, const X: usize> pulp::WithSimd for Mac<'_, R, X> {
             rows,
             fourier,
             half,
+            stride,
         } = self;
-        let polys = product.len() / (X * half);
+        let polys = product.len() / (X * stride);
         let f: [[&[S::c64s]; R]; X] = std::array::from_fn(|x| {
             std::array::from_fn(|r| {
-                let at = (x * R + r) * half;
+                let at = (x * R + r) * stride;
                 S::as_simd_c64s(&fourier[at..at + half]).0
             })
         });
         for c in 0..polys {
             let k: [&[S::c64s]; R] =
                 std::array::from_fn(|r| S::as_simd_c64s(&rows[r][c * half..(c + 1) * half]).0);
-            let mut chunks = product.chunks_exact_mut(polys * half);
+            let mut chunks = product.chunks_exact_mut(polys * stride);
             let outs: [&mut [S::c64s]; X] = std::array::from_fn(|_| {
                 let px = chunks.next().expect("X products");
-                S::as_mut_simd_c64s(&mut px[c * half..(c + 1) * half]).0
+                S::as_mut_simd_c64s(&mut px[c * stride..c * stride + half]).0
             });
             for j in 0..k[0].len() {
                 let kj: [S::c64s; R] = std::array::from_fn(|r| k[r][j]);
