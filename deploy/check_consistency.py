@@ -4,9 +4,10 @@ validator covers.
 
 - docs/operations.md documents every configuration key.
 - Every omrd configuration the files carry (config/omrd.toml, config/omrd-container.toml, the
-  ConfigMap's omrd.toml) uses only keys of `Config` (crates/omr-server/src/config.rs, list
-  KEYS), and every OMR_* variable that docker-compose.yml or a Deployment sets names one of them
-  (omrd ignores other OMR_* variables silently, so a misspelt one would do nothing).
+  ConfigMap's omrd.toml) uses only keys of `Config` (crates/omr-server/src/config.rs, the
+  fields of its `declare_config!`), and every OMR_* variable that docker-compose.yml or a
+  Deployment sets names one of them (omrd ignores other OMR_* variables silently, so a misspelt
+  one would do nothing).
 - Every metric and label that the Grafana dashboard (deploy/grafana/omrd-dashboard.json) and
   the alert rules (config/prometheus/alerts.yml) query exists in
   crates/omr-server/src/metrics.rs (names are read from the source, prefixed with the
@@ -262,13 +263,14 @@ def check_compose_mounts():
 
 
 def config_keys():
-    """The KEYS list of config.rs and the allowed values of `role` and `log_format`."""
+    """The fields of `Config` (its `declare_config! { … }` in config.rs, from which KEYS is
+    generated) and the allowed values of `role`, `log_format` and `registration`."""
     src = CONFIG_RS.read_text()
-    m = re.search(r"pub const KEYS: &\[&str\] = &\[(.*?)\];", src, re.S)
-    if not m:
-        problem(f"{CONFIG_RS}: no KEYS list found")
+    m = re.search(r"^declare_config! \{\n(.*?)^\}", src, re.S | re.M)
+    keys = set(re.findall(r"^\s*pub ([a-z_0-9]+):", m.group(1), re.M)) if m else set()
+    if not keys:
+        problem(f"{CONFIG_RS}: no `declare_config! {{ … }}` with `pub field: Type = default` found")
         return set(), {}
-    keys = set(re.findall(r'"([a-z_]+)"', m.group(1)))
     enums = {}
     for field, enum in (("role", "Role"), ("log_format", "LogFormat"), ("registration", "Registration")):
         e = re.search(r"pub enum " + enum + r" \{(.*?)\}", src, re.S)

@@ -1,223 +1,157 @@
-//! [`ErrorCode`]: every stable code an omrd error body carries, and its HTTP status.
+//! [`ErrorCode`]: every stable code an omrd error body carries, with its HTTP status and its
+//! gRPC status ([`GrpcCode`]), all from one table.
 
 use std::fmt;
 
-/// A stable, machine-readable error code (`{"code": "malformed_clue", ...}`).
-///
-/// Clients match on [`ErrorCode::as_str`]; a code is never renamed once released.
+/// The gRPC status codes omrd answers errors with: the canonical names and numbers of
+/// `google.rpc.Code`, without a gRPC library (the server converts them, e.g. with
+/// `tonic::Code::from_i32(code as i32)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
+#[repr(i32)]
+pub enum GrpcCode {
+    InvalidArgument = 3,
+    DeadlineExceeded = 4,
+    NotFound = 5,
+    PermissionDenied = 7,
+    ResourceExhausted = 8,
+    FailedPrecondition = 9,
+    Internal = 13,
+    Unavailable = 14,
+    Unauthenticated = 16,
+}
+
+/// Declares [`ErrorCode`] from one table in which every code appears once, with its docs, its
+/// name in error bodies, its HTTP status and its gRPC status: generates the enum,
+/// [`ErrorCode::ALL`], [`ErrorCode::as_str`], [`ErrorCode::http_status`] and
+/// [`ErrorCode::grpc_code`].
+macro_rules! error_codes {
+    ($( $(#[$doc:meta])* $code:ident = $name:literal, http: $http:literal, grpc: $grpc:ident; )*) => {
+        /// A stable, machine-readable error code (`{"code": "malformed_clue", ...}`).
+        ///
+        /// Clients match on [`ErrorCode::as_str`]; a code is never renamed once released.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $( $(#[$doc])* $code, )*
+        }
+
+        impl ErrorCode {
+            /// Every code, for documentation and tests.
+            pub const ALL: [ErrorCode; [$(ErrorCode::$code),*].len()] = [$(ErrorCode::$code),*];
+
+            /// The code as it appears in error bodies and metric labels.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( ErrorCode::$code => $name, )*
+                }
+            }
+
+            /// The HTTP status an error with this code is answered with.
+            pub const fn http_status(self) -> u16 {
+                match self {
+                    $( ErrorCode::$code => $http, )*
+                }
+            }
+
+            /// The gRPC status an error with this code is answered with.
+            pub const fn grpc_code(self) -> GrpcCode {
+                match self {
+                    $( ErrorCode::$code => GrpcCode::$grpc, )*
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
     /// The body is not the JSON the route expects.
-    MalformedJson,
+    MalformedJson = "malformed_json", http: 400, grpc: InvalidArgument;
     /// A clue is not base64 or does not decode.
-    MalformedClue,
+    MalformedClue = "malformed_clue", http: 400, grpc: InvalidArgument;
     /// A payload is not base64.
-    MalformedPayload,
+    MalformedPayload = "malformed_payload", http: 400, grpc: InvalidArgument;
     /// A binary message (or batch framing) does not decode.
-    MalformedMessage,
+    MalformedMessage = "malformed_message", http: 400, grpc: InvalidArgument;
     /// The query string or request parameters are invalid.
-    MalformedQuery,
+    MalformedQuery = "malformed_query", http: 400, grpc: InvalidArgument;
     /// A gRPC key upload is malformed (header, order of parts, truncated).
-    MalformedUpload,
+    MalformedUpload = "malformed_upload", http: 400, grpc: InvalidArgument;
     /// A detection key does not decode, or contradicts its header.
-    InvalidKey,
+    InvalidKey = "invalid_key", http: 400, grpc: InvalidArgument;
     /// Clue or key is for another parameter set than the server's.
-    ParamSetMismatch,
+    ParamSetMismatch = "param_set_mismatch", http: 400, grpc: InvalidArgument;
     /// A payload is longer than the parameter set carries.
-    PayloadTooLarge,
+    PayloadTooLarge = "payload_too_large", http: 413, grpc: ResourceExhausted;
     /// The request body is larger than the route accepts.
-    BodyTooLarge,
+    BodyTooLarge = "body_too_large", http: 413, grpc: ResourceExhausted;
     /// More messages in one batch than `max_batch_messages`.
-    BatchTooLarge,
+    BatchTooLarge = "batch_too_large", http: 413, grpc: ResourceExhausted;
     /// A detection key is larger than `max_key_bytes`, or the upload carries more than declared.
-    KeyTooLarge,
+    KeyTooLarge = "key_too_large", http: 413, grpc: ResourceExhausted;
     /// A batch with no messages.
-    EmptyBatch,
+    EmptyBatch = "empty_batch", http: 400, grpc: InvalidArgument;
     /// A `Content-Type` the route does not take.
-    UnsupportedMediaType,
+    UnsupportedMediaType = "unsupported_media_type", http: 415, grpc: InvalidArgument;
     /// No (or a malformed) `Bearer` token.
-    Unauthorized,
+    Unauthorized = "unauthorized", http: 401, grpc: Unauthenticated;
     /// The token does not belong to the key.
-    Forbidden,
+    Forbidden = "forbidden", http: 403, grpc: PermissionDenied;
     /// No such detection key.
-    UnknownKey,
+    UnknownKey = "unknown_key", http: 404, grpc: NotFound;
     /// The server holds as many detection keys as it accepts (`max_keys`).
-    TooManyKeys,
+    TooManyKeys = "too_many_keys", http: 507, grpc: ResourceExhausted;
     /// A key registered to start below the oldest board message retention kept.
-    StartIndexRetired,
+    StartIndexRetired = "start_index_retired", http: 410, grpc: FailedPrecondition;
     /// Too many key uploads at once: retry shortly.
-    Busy,
+    Busy = "busy", http: 503, grpc: Unavailable;
     /// A key upload took longer than `key_upload_timeout_secs`.
-    UploadTimeout,
+    UploadTimeout = "upload_timeout", http: 408, grpc: DeadlineExceeded;
+    // Payment Required: postage is the payment (a proof of work, not money).
     /// The server requires postage (`postage_bits` > 0) and the message carries no stamp.
-    PostageRequired,
+    PostageRequired = "postage_required", http: 402, grpc: FailedPrecondition;
     /// The message's stamp does not have the leading zero bits the server requires (wrong,
     /// insufficient, or made for another message).
-    PostageInvalid,
+    PostageInvalid = "postage_invalid", http: 402, grpc: FailedPrecondition;
     /// The server is shutting down: nothing was stored, retry.
-    Unavailable,
+    Unavailable = "unavailable", http: 503, grpc: Unavailable;
     /// The server registers keys only with an invite code (`registration = "invite"`), and the
     /// registration carried none.
-    InviteRequired,
+    InviteRequired = "invite_required", http: 401, grpc: Unauthenticated;
     /// The invite code is unknown, used up or expired (the message says which).
-    InviteInvalid,
+    InviteInvalid = "invite_invalid", http: 403, grpc: PermissionDenied;
     /// An admin API call without `Authorization: Bearer <admin token>`.
-    AdminUnauthorized,
+    AdminUnauthorized = "admin_unauthorized", http: 401, grpc: Unauthenticated;
     /// An admin API call with a token that is not the admin token.
-    AdminForbidden,
+    AdminForbidden = "admin_forbidden", http: 403, grpc: PermissionDenied;
     /// The admin API is off: no `admin_token` / `admin_token_file` is configured.
-    AdminDisabled,
+    AdminDisabled = "admin_disabled", http: 404, grpc: NotFound;
     /// This client address sent more requests than its rate limit allows: retry after the
     /// `Retry-After` seconds; nothing was stored or consumed.
-    RateLimited,
+    RateLimited = "rate_limited", http: 429, grpc: ResourceExhausted;
     /// The server has as many requests in progress as it accepts: retry after `Retry-After`.
-    Overloaded,
+    Overloaded = "overloaded", http: 503, grpc: Unavailable;
     /// The request did not complete within the server's request timeout.
-    RequestTimeout,
+    RequestTimeout = "request_timeout", http: 408, grpc: DeadlineExceeded;
     /// Plain HTTP to a server that speaks HTTPS only: use an `https://` URL.
-    TlsRequired,
+    TlsRequired = "tls_required", http: 400, grpc: InvalidArgument;
     /// An attachment is longer than the server's `max_attachment_bytes` (or the server takes
     /// none: `max_attachment_bytes = 0`).
-    AttachmentTooLarge,
+    AttachmentTooLarge = "attachment_too_large", http: 413, grpc: ResourceExhausted;
     /// A PIR request for an epoch the server does not serve: past the board head, deleted by
     /// retention, or attachments are off.
-    UnknownEpoch,
+    UnknownEpoch = "unknown_epoch", http: 404, grpc: NotFound;
     /// A PIR request for an epoch still open (the board has not reached its end): retry once it
     /// closes.
-    EpochOpen,
+    EpochOpen = "epoch_open", http: 409, grpc: FailedPrecondition;
     /// A PIR query that does not decode or is not for the epoch's database.
-    MalformedPirQuery,
+    MalformedPirQuery = "malformed_pir_query", http: 400, grpc: InvalidArgument;
     /// An internal failure; the server logged the cause.
-    Internal,
+    Internal = "internal", http: 500, grpc: Internal;
 }
 
 impl ErrorCode {
-    /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 38] = [
-        ErrorCode::MalformedJson,
-        ErrorCode::MalformedClue,
-        ErrorCode::MalformedPayload,
-        ErrorCode::MalformedMessage,
-        ErrorCode::MalformedQuery,
-        ErrorCode::MalformedUpload,
-        ErrorCode::InvalidKey,
-        ErrorCode::ParamSetMismatch,
-        ErrorCode::PayloadTooLarge,
-        ErrorCode::BodyTooLarge,
-        ErrorCode::BatchTooLarge,
-        ErrorCode::KeyTooLarge,
-        ErrorCode::EmptyBatch,
-        ErrorCode::UnsupportedMediaType,
-        ErrorCode::Unauthorized,
-        ErrorCode::Forbidden,
-        ErrorCode::UnknownKey,
-        ErrorCode::TooManyKeys,
-        ErrorCode::StartIndexRetired,
-        ErrorCode::Busy,
-        ErrorCode::UploadTimeout,
-        ErrorCode::PostageRequired,
-        ErrorCode::PostageInvalid,
-        ErrorCode::Unavailable,
-        ErrorCode::RateLimited,
-        ErrorCode::Overloaded,
-        ErrorCode::RequestTimeout,
-        ErrorCode::TlsRequired,
-        ErrorCode::Internal,
-        ErrorCode::InviteRequired,
-        ErrorCode::InviteInvalid,
-        ErrorCode::AdminUnauthorized,
-        ErrorCode::AdminForbidden,
-        ErrorCode::AdminDisabled,
-        ErrorCode::AttachmentTooLarge,
-        ErrorCode::UnknownEpoch,
-        ErrorCode::EpochOpen,
-        ErrorCode::MalformedPirQuery,
-    ];
-
-    /// The code as it appears in error bodies and metric labels.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::MalformedJson => "malformed_json",
-            ErrorCode::MalformedClue => "malformed_clue",
-            ErrorCode::MalformedPayload => "malformed_payload",
-            ErrorCode::MalformedMessage => "malformed_message",
-            ErrorCode::MalformedQuery => "malformed_query",
-            ErrorCode::MalformedUpload => "malformed_upload",
-            ErrorCode::InvalidKey => "invalid_key",
-            ErrorCode::ParamSetMismatch => "param_set_mismatch",
-            ErrorCode::PayloadTooLarge => "payload_too_large",
-            ErrorCode::BodyTooLarge => "body_too_large",
-            ErrorCode::BatchTooLarge => "batch_too_large",
-            ErrorCode::KeyTooLarge => "key_too_large",
-            ErrorCode::EmptyBatch => "empty_batch",
-            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
-            ErrorCode::Unauthorized => "unauthorized",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::UnknownKey => "unknown_key",
-            ErrorCode::TooManyKeys => "too_many_keys",
-            ErrorCode::StartIndexRetired => "start_index_retired",
-            ErrorCode::Busy => "busy",
-            ErrorCode::UploadTimeout => "upload_timeout",
-            ErrorCode::PostageRequired => "postage_required",
-            ErrorCode::PostageInvalid => "postage_invalid",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::RateLimited => "rate_limited",
-            ErrorCode::Overloaded => "overloaded",
-            ErrorCode::RequestTimeout => "request_timeout",
-            ErrorCode::TlsRequired => "tls_required",
-            ErrorCode::Internal => "internal",
-            ErrorCode::InviteRequired => "invite_required",
-            ErrorCode::InviteInvalid => "invite_invalid",
-            ErrorCode::AdminUnauthorized => "admin_unauthorized",
-            ErrorCode::AdminForbidden => "admin_forbidden",
-            ErrorCode::AdminDisabled => "admin_disabled",
-            ErrorCode::AttachmentTooLarge => "attachment_too_large",
-            ErrorCode::UnknownEpoch => "unknown_epoch",
-            ErrorCode::EpochOpen => "epoch_open",
-            ErrorCode::MalformedPirQuery => "malformed_pir_query",
-        }
-    }
-
     /// The code named `s`, if any.
     pub fn parse(s: &str) -> Option<ErrorCode> {
         Self::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-
-    /// The HTTP status an error with this code is answered with.
-    pub const fn http_status(self) -> u16 {
-        match self {
-            ErrorCode::MalformedJson
-            | ErrorCode::MalformedClue
-            | ErrorCode::MalformedPayload
-            | ErrorCode::MalformedMessage
-            | ErrorCode::MalformedQuery
-            | ErrorCode::MalformedUpload
-            | ErrorCode::InvalidKey
-            | ErrorCode::ParamSetMismatch
-            | ErrorCode::EmptyBatch
-            | ErrorCode::MalformedPirQuery
-            | ErrorCode::TlsRequired => 400,
-            ErrorCode::Unauthorized | ErrorCode::InviteRequired | ErrorCode::AdminUnauthorized => {
-                401
-            }
-            // Payment Required: postage is the payment (a proof of work, not money).
-            ErrorCode::PostageRequired | ErrorCode::PostageInvalid => 402,
-            ErrorCode::Forbidden | ErrorCode::InviteInvalid | ErrorCode::AdminForbidden => 403,
-            ErrorCode::UnknownKey | ErrorCode::AdminDisabled | ErrorCode::UnknownEpoch => 404,
-            ErrorCode::UploadTimeout | ErrorCode::RequestTimeout => 408,
-            ErrorCode::EpochOpen => 409,
-            ErrorCode::StartIndexRetired => 410,
-            ErrorCode::AttachmentTooLarge
-            | ErrorCode::PayloadTooLarge
-            | ErrorCode::BodyTooLarge
-            | ErrorCode::BatchTooLarge
-            | ErrorCode::KeyTooLarge => 413,
-            ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::RateLimited => 429,
-            ErrorCode::Internal => 500,
-            ErrorCode::TooManyKeys => 507,
-            ErrorCode::Busy | ErrorCode::Unavailable | ErrorCode::Overloaded => 503,
-        }
     }
 }
 
@@ -229,7 +163,7 @@ impl fmt::Display for ErrorCode {
 
 #[cfg(test)]
 mod tests {
-    use super::ErrorCode;
+    use super::{ErrorCode, GrpcCode};
 
     #[test]
     fn every_code_round_trips_through_its_name_and_names_are_unique() {
@@ -251,5 +185,16 @@ mod tests {
         assert_eq!(ErrorCode::Unavailable.http_status(), 503);
         assert_eq!(ErrorCode::PostageRequired.http_status(), 402);
         assert_eq!(ErrorCode::PostageInvalid.http_status(), 402);
+    }
+
+    #[test]
+    fn grpc_codes_carry_the_canonical_numbers() {
+        assert_eq!(
+            ErrorCode::MalformedClue.grpc_code(),
+            GrpcCode::InvalidArgument
+        );
+        assert_eq!(GrpcCode::InvalidArgument as i32, 3);
+        assert_eq!(ErrorCode::RateLimited.grpc_code() as i32, 8);
+        assert_eq!(ErrorCode::Unauthorized.grpc_code() as i32, 16);
     }
 }

@@ -3,8 +3,8 @@
 //! - [`http`]: the JSON bodies of the HTTP API (board, parameters, key status, errors) and its
 //!   query strings.
 //! - [`headers`]: the names of the digest response headers.
-//! - [`ErrorCode`]: the stable error codes of `{code, message}` bodies, and the HTTP status each
-//!   is answered with (the gRPC mapping lives with the server's gRPC service).
+//! - [`ErrorCode`]: the stable error codes of `{code, message}` bodies, and the HTTP status and
+//!   gRPC status ([`GrpcCode`], transport-free) each is answered with.
 //! - [`StartAt`] and [`CHUNK_BYTES`]: what the gRPC registry and the store share with the SDK.
 //! - [`invite`]: the shape of invite codes (`registration = "invite"`).
 //!
@@ -15,7 +15,7 @@ pub mod headers;
 pub mod http;
 pub mod invite;
 
-pub use error_code::ErrorCode;
+pub use error_code::{ErrorCode, GrpcCode};
 
 /// Size of one chunk of a detection key or digest streamed over gRPC, and of a stored key chunk.
 /// (The server accepts gRPC messages up to 5 MiB.)

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use omr_core::{CompressedDetectionKey, ParamSet};
 use omr_server::metrics::Metrics;
+use omr_server::scheme::Tfhe;
 use omr_server::worker::key_files::{KeyFiles, LoadSource};
 use omr_server::Config;
 use omr_store::{NewKey, StartAt, Store};
@@ -91,14 +92,14 @@ async fn main() -> anyhow::Result<()> {
         ..Config::default()
     };
     let metrics = Metrics::new();
-    let files = KeyFiles::open(&config, &metrics);
+    let files = KeyFiles::open(&config, &metrics, Tfhe::new(params));
     let path = files.path(&key_id).expect("files enabled");
     let (mut cold, mut write) = (vec![], vec![]);
     for _ in 0..runs {
         let _ = std::fs::remove_file(&path);
-        let files = KeyFiles::open(&config, &metrics);
+        let files = KeyFiles::open(&config, &metrics, Tfhe::new(params));
         let t = Instant::now();
-        let (dk, source) = files.load(&store, params, &pool, &key_id).await?;
+        let (dk, source) = files.load(&store, &pool, &key_id).await?;
         cold.push(ms(t.elapsed()));
         assert_eq!(source, LoadSource::Store);
         drop(dk);
@@ -116,7 +117,7 @@ async fn main() -> anyhow::Result<()> {
                 rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed)?;
             }
             let t = Instant::now();
-            let (dk, source) = files.load(&store, params, &pool, &key_id).await?;
+            let (dk, source) = files.load(&store, &pool, &key_id).await?;
             let took = ms(t.elapsed());
             assert_eq!(source, LoadSource::Disk);
             drop(dk);

@@ -10,7 +10,7 @@ pub const MIN_ADMIN_TOKEN_LEN: usize = 16;
 
 /// The admin API's bearer token: kept in a [`SecretString`] (zeroed when dropped), printed by
 /// `Debug` as `[redacted]`, never serialized; compared only through its SHA-256
-/// ([`AdminToken::sha256`]), in constant time (`crate::auth::token_matches`).
+/// ([`AdminToken::sha256`]), in constant time (`crate::tokens::token_matches`).
 #[derive(Clone)]
 pub struct AdminToken(SecretString);
 
@@ -39,7 +39,7 @@ impl std::fmt::Debug for AdminToken {
 /// Equal tokens have equal hashes (compared in constant time).
 impl PartialEq for AdminToken {
     fn eq(&self, other: &AdminToken) -> bool {
-        crate::auth::token_matches(self.0.expose_secret(), &other.sha256())
+        crate::tokens::token_matches(self.0.expose_secret(), &other.sha256())
     }
 }
 

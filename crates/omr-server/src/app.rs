@@ -1,8 +1,11 @@
-//! The server as a library: [`Application::build`] binds the listeners (port 0 allowed; no
-//! gRPC listener for `role = "worker"`, which serves no gRPC), connects the store and writes the
-//! address file; [`Application::run_until_stopped`] serves
-//! until the shutdown future resolves, then stops in order: stop accepting, finish in-flight
-//! requests and commits, close the store.
+//! The server as a library, and the one module that sees both transports: [`Application::build`]
+//! does every start-up step (validate the configuration, pin the FFT plans, connect the store
+//! and refuse another parameter set's, bind the listeners — port 0 allowed; no gRPC listener for
+//! `role = "worker"`, which serves no gRPC — and write the address file), composing the service
+//! core, the state both APIs share, the HTTP-only state and the worker's context;
+//! [`Application::run_until_stopped`] serves until the shutdown future resolves, then stops in
+//! order: stop accepting, finish in-flight requests and commits, close the store. `omrd`, the
+//! tests' in-process server, `omr demo` and `omr bench-capacity` all start through it.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -11,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use omr_core::ParamSet;
 use omr_proto::v1::detector_server::DetectorServer;
 use omr_store::Store;
 use serde::Serialize;
@@ -26,10 +28,14 @@ use crate::config::{Config, Role};
 use crate::connections::ConnectionLimit;
 use crate::grpc::DetectorService;
 use crate::health::WorkerHealth;
-use crate::ingest::Ingestor;
+use crate::http::HttpState;
 use crate::metrics::Metrics;
-use crate::state::AppState;
+use crate::progress::KeyProgress;
+use crate::service::ingest::Ingestor;
+use crate::service::Service;
+use crate::state::ApiState;
 use crate::tls::Tls;
+use crate::worker::{JobHooks, NoHooks, WorkerContext};
 use servers::{join_servers, serve_grpc, serve_http};
 
 /// How often the rate limiters forget clients whose buckets are full again.
@@ -49,7 +55,9 @@ struct AddrFile {
 /// A built, not yet serving, server.
 #[derive(Debug)]
 pub struct Application {
-    state: Arc<AppState>,
+    state: Arc<ApiState>,
+    admin_token_hash: Option<[u8; 32]>,
+    worker: WorkerContext,
     http: TcpListener,
     grpc: Option<TcpListener>,
     tls: Option<Tls>,
@@ -61,42 +69,9 @@ pub struct Application {
 impl Application {
     /// Validate the configuration, connect and migrate the store, bind the listeners.
     pub async fn build(config: Config) -> anyhow::Result<Application> {
-        let params = ParamSet::by_name(&config.param_set)
-            .with_context(|| format!("parameter set {:?}", config.param_set))?;
-        if params.insecure && !config.allow_insecure_params {
-            anyhow::bail!(
-                "parameter set {} is insecure (for tests only); refusing to start. \
-                 Pass --allow-insecure-params (OMR_ALLOW_INSECURE_PARAMS=true) to override",
-                params.name
-            );
-        }
-        if config.postage_bits > omr_core::MAX_POSTAGE_BITS {
-            anyhow::bail!(
-                "postage_bits = {} is over the maximum of {}: every message would cost its \
-                 sender 2^{} hashes. Use 0 (no postage) up to {}",
-                config.postage_bits,
-                omr_core::MAX_POSTAGE_BITS,
-                config.postage_bits,
-                omr_core::MAX_POSTAGE_BITS
-            );
-        }
-        if config.max_attachment_bytes > crate::pir::MAX_ATTACHMENT_BYTES {
-            anyhow::bail!(
-                "max_attachment_bytes = {} is over the maximum of {} (64 KiB): a PIR fetch's \
-                 upload grows with the square of the attachment size (4.5 MiB at 64 KiB, 18 MiB \
-                 at 128 KiB). Use 0 (no attachments) up to {}",
-                config.max_attachment_bytes,
-                crate::pir::MAX_ATTACHMENT_BYTES,
-                crate::pir::MAX_ATTACHMENT_BYTES
-            );
-        }
-        if config.max_attachment_bytes > 0 {
-            crate::pir::epoch_shape(
-                config.epoch_len.clamp(1, params.max_range),
-                config.max_attachment_bytes,
-            )
-            .map_err(anyhow::Error::msg)?;
-        }
+        let params = config.validate()?;
+        // Before anything transforms a polynomial: expanded-key files stay valid across runs.
+        crate::worker::key_files::pin_fft_plans(&config);
         let admin_token_hash = config.resolve_admin_token()?.map(|t| t.sha256());
         let tls = config.load_tls()?;
         let hangup = tls.as_ref().and_then(|_| Tls::listen_for_hangup());
@@ -125,31 +100,32 @@ impl Application {
             config.max_commit_messages,
             board_notify.clone(),
         );
-        let lease_secs = config.lease_secs;
-        let presence = crate::presence::Presence::new(&config);
-        let pir = crate::pir::PirEpochs::new(config.pir_cached_epochs);
-        let state = Arc::new(AppState {
-            pir,
-            config,
+        let progress = Arc::new(KeyProgress::default());
+        let worker_health = Arc::new(WorkerHealth::new(Duration::from_secs(
+            config.lease_secs.max(1),
+        )));
+        let worker = WorkerContext {
+            config: config.clone(),
             params,
-            store,
-            ingestor,
-            metrics,
+            epochs: crate::epochs::Epochs::new(config.epoch_len, params),
+            store: store.clone(),
+            metrics: metrics.clone(),
+            board_notify,
+            progress: progress.clone(),
+            worker_health: worker_health.clone(),
+            hooks: Arc::new(NoHooks),
+        };
+        let service = Service::new(config, params, store, ingestor, metrics, progress);
+        let state = Arc::new(ApiState {
+            service: Arc::new(service),
             admission,
             ready: AtomicBool::new(false),
-            board_notify,
-            digest_keys: Default::default(),
-            digests: Default::default(),
-            worker_health: WorkerHealth::new(Duration::from_secs(lease_secs.max(1))),
-            inject_detection_panics: Default::default(),
-            hold_bulk_jobs: Default::default(),
-            bulk_jobs_held: Default::default(),
-            presence,
-            progress: Default::default(),
-            admin_token_hash,
+            worker_health,
         });
         let app = Application {
             state,
+            admin_token_hash,
+            worker,
             http,
             grpc,
             tls,
@@ -174,10 +150,16 @@ impl Application {
         (self.grpc.as_ref()).map(|l| l.local_addr().expect("bound listener"))
     }
 
-    /// The state its services share (for tests: inspection and fault injection).
+    /// The state both APIs share (for tests: inspection).
     #[doc(hidden)]
-    pub fn state(&self) -> Arc<AppState> {
+    pub fn state(&self) -> Arc<ApiState> {
         self.state.clone()
+    }
+
+    /// Call `hooks` before every detection job (tests: fault injection); omrd has none.
+    #[doc(hidden)]
+    pub fn set_job_hooks(&mut self, hooks: Arc<dyn JobHooks>) {
+        self.worker.hooks = hooks;
     }
 
     fn write_addr_file(&self) -> anyhow::Result<()> {
@@ -203,22 +185,29 @@ impl Application {
     ) -> anyhow::Result<()> {
         let Application {
             state,
+            admin_token_hash,
+            worker,
             http,
             grpc,
             tls,
             hangup,
             writer,
         } = self;
+        let http_state = Arc::new(HttpState {
+            api: state.clone(),
+            admin_token_hash,
+        });
         let cancel = CancellationToken::new();
         let http_addr = http.local_addr()?;
         let grpc_addr = grpc.as_ref().map(TcpListener::local_addr).transpose()?;
         let connections = ConnectionLimit::new(state.config.max_connections, state.metrics.clone());
-        let http_task = serve_http(&state, http, connections.clone(), tls.clone(), &cancel);
+        let http_task = serve_http(&http_state, http, connections.clone(), tls.clone(), &cancel);
+        drop(http_state);
         let (grpc_task, health) =
             serve_grpc(&state, grpc, connections, tls.clone(), &cancel).await?;
         let tls_watch =
             tls.map(|tls| tokio::spawn(tls.watch(hangup, state.metrics.clone(), cancel.clone())));
-        let background = Background::spawn(&state, &cancel);
+        let background = Background::spawn(&state, Arc::new(worker), &cancel);
         if state.config.role != Role::Worker {
             // Other processes' commits wake this one's waiting recipients (ends at `stop`).
             state.progress.spawn_listener(&state.store);
@@ -303,10 +292,15 @@ struct Background {
 }
 
 impl Background {
-    fn spawn(state: &Arc<AppState>, cancel: &CancellationToken) -> Background {
+    fn spawn(
+        state: &Arc<ApiState>,
+        worker: Arc<WorkerContext>,
+        cancel: &CancellationToken,
+    ) -> Background {
+        let retention = tokio::spawn(crate::worker::retention(worker.clone(), cancel.clone()));
+        let scheme = state.scheme.clone();
         let worker = (state.config.role != Role::Api)
-            .then(|| tokio::spawn(crate::worker::run(state.clone(), cancel.clone())));
-        let retention = tokio::spawn(crate::worker::retention(state.clone(), cancel.clone()));
+            .then(|| tokio::spawn(crate::worker::run(worker, scheme, cancel.clone())));
         let (s, c) = (state.clone(), cancel.clone());
         let forget_clients = tokio::spawn(async move {
             let mut tick = tokio::time::interval(FORGET_IDLE_CLIENTS);

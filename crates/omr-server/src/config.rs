@@ -21,148 +21,176 @@ pub enum LogFormat {
     Json,
 }
 
+/// Declares [`Config`] from one list in which every field appears once, with its docs,
+/// attributes, type and default value: generates the struct, its `Default` and [`KEYS`] (the
+/// field names, in order).
+macro_rules! declare_config {
+    (
+        $(#[$meta:meta])*
+        pub struct Config {
+            $( $(#[$attr:meta])* pub $field:ident: $ty:ty = $default:expr, )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct Config {
+            $( $(#[$attr])* pub $field: $ty, )*
+        }
+
+        impl Default for Config {
+            fn default() -> Self {
+                Config { $( $field: $default, )* }
+            }
+        }
+
+        /// Every configuration key (the fields of [`Config`]).
+        pub const KEYS: &[&str] = &[$( stringify!($field) ),*];
+    };
+}
+
+declare_config! {
 /// Everything omrd can be told. Field names are the TOML keys; `OMR_<FIELD>` (upper case) sets
 /// each from the environment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// HTTP listen address (port 0: any free port).
-    pub http_addr: SocketAddr,
+    pub http_addr: SocketAddr = "127.0.0.1:8080".parse().expect("literal"),
     /// gRPC listen address (port 0: any free port).
-    pub grpc_addr: SocketAddr,
+    pub grpc_addr: SocketAddr = "127.0.0.1:50051".parse().expect("literal"),
     /// Data directory: the embedded SQLite file and `omrd.addr` live here.
-    pub data_dir: PathBuf,
+    pub data_dir: PathBuf = PathBuf::from("./omr-data"),
     /// `postgres://…` selects PostgreSQL; unset uses SQLite under `data_dir`.
-    pub database_url: Option<String>,
+    pub database_url: Option<String> = None,
     /// The parameter set this server runs (`omr-v1` or `omr-v2`). omrd refuses to start on a
     /// store holding keys or messages of another set.
-    pub param_set: String,
+    pub param_set: String = "omr-v1".to_string(),
     /// Allow a parameter set marked insecure (tests only).
-    pub allow_insecure_params: bool,
-    pub log_format: LogFormat,
+    pub allow_insecure_params: bool = false,
+    pub log_format: LogFormat = LogFormat::Human,
     /// Largest detection key accepted, in bytes.
-    pub max_key_bytes: u64,
+    pub max_key_bytes: u64 = 128 * 1024 * 1024,
     /// Longest a key upload may take, in seconds.
-    pub key_upload_timeout_secs: u64,
+    pub key_upload_timeout_secs: u64 = 600,
     /// Concurrent key uploads (each holds the key in memory while it is checked).
-    pub max_concurrent_uploads: usize,
+    pub max_concurrent_uploads: usize = 2,
     /// Most detection keys registered at once (the whole deployment, every process on one
     /// store). Past it, registration is refused with RESOURCE_EXHAUSTED before any key byte is
     /// read. Every key costs one detection per message posted, and ≈ 107 MB of storage (omr-v1).
-    pub max_keys: u64,
+    pub max_keys: u64 = 100,
     /// Who may register a detection key: `open` (anyone who reaches the gRPC port) or `invite`
     /// (only with an invite code from `omrd invite create` or the admin API).
-    pub registration: Registration,
+    pub registration: Registration = Registration::Open,
     /// The bearer token of the admin API (`POST /v1/admin/invites`). Unset (and no
     /// `admin_token_file`): the admin API is off. Never serialized, never printed.
     #[serde(skip_serializing)]
-    pub admin_token: Option<AdminToken>,
+    pub admin_token: Option<AdminToken> = None,
     /// A file holding the admin token (a mounted secret), instead of `admin_token`.
-    pub admin_token_file: Option<PathBuf>,
+    pub admin_token_file: Option<PathBuf> = None,
     /// Most messages in one `POST /v1/messages/batch`.
-    pub max_batch_messages: usize,
+    pub max_batch_messages: usize = 1000,
     /// Postage: every posted message must carry a stamp whose hash has at least this many
     /// leading zero bits (a proof of work of 2^bits hashes on average; at most 32). 0 (default):
     /// no postage.
-    pub postage_bits: u32,
+    pub postage_bits: u32 = 0,
     /// Largest attachment a message may carry, in bytes (default and maximum 65,536; 0: no
     /// attachments). Attachments are fetched by PIR once their epoch (`epoch_len` messages)
     /// closes; every epoch's PIR database pads each to this size.
-    pub max_attachment_bytes: usize,
+    pub max_attachment_bytes: usize = 64 * 1024,
     /// Attachment epochs whose PIR database (`epoch_len` × about `max_attachment_bytes`, plus
     /// the hint) a process keeps built in memory (default 2); others are rebuilt on demand.
-    pub pir_cached_epochs: usize,
+    pub pir_cached_epochs: usize = 2,
     /// Most messages the group-commit writer puts in one transaction.
-    pub max_commit_messages: usize,
+    pub max_commit_messages: usize = 4096,
     /// Seconds to wait for in-flight work at shutdown.
-    pub shutdown_timeout_secs: u64,
+    pub shutdown_timeout_secs: u64 = 30,
     /// `both` (default): serve the API and run detection; `api`: no detection worker; `worker`:
     /// detection only (HTTP serves just the probes and metrics; no gRPC).
-    pub role: Role,
+    pub role: Role = Role::Both,
     /// Detection threads (0: one per core).
-    pub worker_threads: usize,
+    pub worker_threads: usize = 0,
     /// Messages detected per key per batch (one transaction each).
-    pub detect_batch: usize,
+    pub detect_batch: usize = 16,
     /// Board indices per accumulator epoch (at most the parameter set's range M).
-    pub epoch_len: u64,
+    pub epoch_len: u64 = 4096,
     /// Bytes of expanded detection keys one worker keeps in memory (≈ 362 MB per omr-v1 key, 192 MB per omr-v2 key).
     /// 0 (default): half of the memory this process may use (its cgroup limit, else the
     /// machine's). A worker serves every key it leases however many fit: past the budget it
     /// time-shares them (see worker/schedule.rs).
-    pub key_memory_bytes: u64,
+    pub key_memory_bytes: u64 = 0,
     /// Deprecated (use `key_memory_bytes`): when set, also caps how many expanded keys are kept.
-    pub max_cached_keys: Option<usize>,
+    pub max_cached_keys: Option<usize> = None,
     /// The longest a waiting key that is not in memory is deferred to collect a batch worth its
     /// load, in seconds: past it the key is loaded whatever its backlog. Bounds the lag of
     /// offline recipients when a worker time-shares keys.
-    pub key_max_wait_secs: u64,
+    pub key_max_wait_secs: u64 = 300,
     /// Bytes of local disk for expanded detection keys under `data_dir/expanded-keys` (each
     /// ≈ 362 MB for omr-v1): a key loaded again is read from there instead of fetched from the
     /// store and expanded. Least recently used files go first. Unset: half the free space
     /// under `data_dir` when omrd starts (the files already there counted as free); 0: no files.
-    pub key_disk_bytes: Option<u64>,
+    pub key_disk_bytes: Option<u64> = None,
     /// Safety-net poll for new messages, in milliseconds.
-    pub poll_interval_ms: u64,
+    pub poll_interval_ms: u64 = 1000,
     /// This worker's name in the lease table (default: host name, process id and a random part).
-    pub worker_id: Option<String>,
+    pub worker_id: Option<String> = None,
     /// How long a worker's hold on a key lasts without renewal, in seconds.
-    pub lease_secs: u64,
+    pub lease_secs: u64 = 30,
     /// Keep at least this many newest board messages; older ones are deleted once every key has
     /// detected them. Unset: keep the board forever.
-    pub retain_messages: Option<u64>,
+    pub retain_messages: Option<u64> = None,
     /// Delete accumulator epochs that end more than this many messages below the board head.
     /// Unset: keep them forever.
-    pub retain_digest_messages: Option<u64>,
+    pub retain_digest_messages: Option<u64> = None,
     /// Seconds between retention passes.
-    pub retention_interval_secs: u64,
+    pub retention_interval_secs: u64 = 60,
     /// A recipient whose digest, status or wait call came within this many seconds counts as
     /// online (its key is scheduled first); one waiting for its next message is online while
     /// it waits. 0: no recipient counts as online.
-    pub online_secs: u64,
+    pub online_secs: u64 = 300,
     /// Messages one client address may post per second (`POST /v1/messages` and
     /// `/v1/messages/batch`, a batch counting its messages), refilled continuously; 0: no limit.
-    pub rate_limit_per_second: f64,
+    pub rate_limit_per_second: f64 = 1.0,
     /// Messages one client address may post at once before the rate applies (also the largest
     /// batch a rate-limited client can post).
-    pub rate_limit_burst: u32,
+    pub rate_limit_burst: u32 = 60,
     /// Board reads (`GET /v1/messages`) per second per client address; 0: no limit.
-    pub read_rate_limit_per_second: f64,
-    pub read_rate_limit_burst: u32,
+    pub read_rate_limit_per_second: f64 = 5.0,
+    pub read_rate_limit_burst: u32 = 50,
     /// Digest requests (`GET /v1/digests/{key}`, gRPC `GetDigest`) per second per client
     /// address; 0: no limit.
-    pub digest_rate_limit_per_second: f64,
-    pub digest_rate_limit_burst: u32,
+    pub digest_rate_limit_per_second: f64 = 5.0,
+    pub digest_rate_limit_burst: u32 = 50,
     /// Peers (IP addresses or CIDR ranges) whose `X-Forwarded-For` names the client; from any
     /// other peer the header is ignored and the socket's address is the client's.
-    pub trusted_proxies: Vec<String>,
+    pub trusted_proxies: Vec<String> = Vec::new(),
     /// An HTTP client must send a request's headers within this many seconds of connecting or
     /// of its previous response, or the connection is closed.
-    pub header_read_timeout_secs: u64,
+    pub header_read_timeout_secs: u64 = 10,
     /// Longest an HTTP request may take, body included (long-polls: their wait on top); past
     /// it the answer is 408 `request_timeout`.
-    pub request_timeout_secs: u64,
+    pub request_timeout_secs: u64 = 30,
     /// Open HTTP and gRPC connections, together; past it a new connection is closed at once
     /// (HTTP: after a 503 `overloaded`).
-    pub max_connections: usize,
+    pub max_connections: usize = 4096,
     /// HTTP API requests in progress at once (probes and metrics not counted); past it a
     /// request is answered 503 `overloaded` with `Retry-After` at once instead of queueing.
-    pub max_concurrent_requests: usize,
+    pub max_concurrent_requests: usize = 512,
     /// gRPC: send an HTTP/2 ping after this many idle seconds (0: never) …
-    pub grpc_keepalive_interval_secs: u64,
+    pub grpc_keepalive_interval_secs: u64 = 60,
     /// … and close the connection when its answer takes longer than this.
-    pub grpc_keepalive_timeout_secs: u64,
+    pub grpc_keepalive_timeout_secs: u64 = 20,
     /// gRPC: concurrent streams (calls) on one HTTP/2 connection.
-    pub grpc_max_concurrent_streams: u32,
+    pub grpc_max_concurrent_streams: u32 = 100,
     /// gRPC: calls served at once per connection; more wait for a slot.
-    pub grpc_concurrency_per_connection: usize,
+    pub grpc_concurrency_per_connection: usize = 32,
     /// gRPC: longest a call may take to answer (key uploads have `key_upload_timeout_secs`
     /// instead; streamed answers are bounded until their first message).
-    pub grpc_request_timeout_secs: u64,
+    pub grpc_request_timeout_secs: u64 = 30,
     /// PEM certificate chain (leaf first): with `tls_key`, both listeners speak TLS only
     /// (HTTPS, gRPC over TLS). Re-read on SIGHUP and when the file changes.
-    pub tls_cert: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf> = None,
     /// PEM private key of `tls_cert` (PKCS#8, PKCS#1 or SEC1).
-    pub tls_key: Option<PathBuf>,
+    pub tls_key: Option<PathBuf> = None,
+}
 }
 
 /// Who may register a detection key.
@@ -182,123 +210,6 @@ pub enum Role {
     Worker,
 }
 
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            http_addr: "127.0.0.1:8080".parse().expect("literal"),
-            grpc_addr: "127.0.0.1:50051".parse().expect("literal"),
-            data_dir: PathBuf::from("./omr-data"),
-            database_url: None,
-            param_set: "omr-v1".to_string(),
-            allow_insecure_params: false,
-            log_format: LogFormat::Human,
-            max_key_bytes: 128 * 1024 * 1024,
-            key_upload_timeout_secs: 600,
-            max_concurrent_uploads: 2,
-            max_keys: 100,
-            registration: Registration::Open,
-            admin_token: None,
-            admin_token_file: None,
-            max_batch_messages: 1000,
-            postage_bits: 0,
-            max_attachment_bytes: 64 * 1024,
-            pir_cached_epochs: 2,
-            max_commit_messages: 4096,
-            shutdown_timeout_secs: 30,
-            role: Role::Both,
-            worker_threads: 0,
-            detect_batch: 16,
-            epoch_len: 4096,
-            key_memory_bytes: 0,
-            max_cached_keys: None,
-            key_max_wait_secs: 300,
-            key_disk_bytes: None,
-            poll_interval_ms: 1000,
-            worker_id: None,
-            lease_secs: 30,
-            retain_messages: None,
-            retain_digest_messages: None,
-            retention_interval_secs: 60,
-            online_secs: 300,
-            rate_limit_per_second: 1.0,
-            rate_limit_burst: 60,
-            read_rate_limit_per_second: 5.0,
-            read_rate_limit_burst: 50,
-            digest_rate_limit_per_second: 5.0,
-            digest_rate_limit_burst: 50,
-            trusted_proxies: Vec::new(),
-            header_read_timeout_secs: 10,
-            request_timeout_secs: 30,
-            max_connections: 4096,
-            max_concurrent_requests: 512,
-            grpc_keepalive_interval_secs: 60,
-            grpc_keepalive_timeout_secs: 20,
-            grpc_max_concurrent_streams: 100,
-            grpc_concurrency_per_connection: 32,
-            grpc_request_timeout_secs: 30,
-            tls_cert: None,
-            tls_key: None,
-        }
-    }
-}
-
-/// Every configuration key (the fields of [`Config`]).
-pub const KEYS: &[&str] = &[
-    "http_addr",
-    "grpc_addr",
-    "data_dir",
-    "database_url",
-    "param_set",
-    "allow_insecure_params",
-    "log_format",
-    "max_key_bytes",
-    "key_upload_timeout_secs",
-    "max_concurrent_uploads",
-    "max_keys",
-    "registration",
-    "admin_token",
-    "admin_token_file",
-    "max_batch_messages",
-    "postage_bits",
-    "max_attachment_bytes",
-    "pir_cached_epochs",
-    "max_commit_messages",
-    "shutdown_timeout_secs",
-    "role",
-    "worker_threads",
-    "detect_batch",
-    "epoch_len",
-    "key_memory_bytes",
-    "max_cached_keys",
-    "key_max_wait_secs",
-    "key_disk_bytes",
-    "poll_interval_ms",
-    "worker_id",
-    "lease_secs",
-    "retain_messages",
-    "retain_digest_messages",
-    "retention_interval_secs",
-    "online_secs",
-    "rate_limit_per_second",
-    "rate_limit_burst",
-    "read_rate_limit_per_second",
-    "read_rate_limit_burst",
-    "digest_rate_limit_per_second",
-    "digest_rate_limit_burst",
-    "trusted_proxies",
-    "header_read_timeout_secs",
-    "request_timeout_secs",
-    "max_connections",
-    "max_concurrent_requests",
-    "grpc_keepalive_interval_secs",
-    "grpc_keepalive_timeout_secs",
-    "grpc_max_concurrent_streams",
-    "grpc_concurrency_per_connection",
-    "grpc_request_timeout_secs",
-    "tls_cert",
-    "tls_key",
-];
-
 impl Config {
     /// Defaults, then `file` (if given; it must exist), then `OMR_*` variables.
     pub fn load(file: Option<&Path>) -> Result<Config, Box<figment::Error>> {
@@ -315,6 +226,49 @@ impl Config {
         // Only the variables that name a config key: other OMR_* variables (test settings,
         // other tools) are not omrd's business.
         Ok(fig.merge(Env::prefixed("OMR_").only(KEYS)).extract()?)
+    }
+
+    /// The start-up checks: the parameter set exists (and is not an insecure one unless
+    /// `allow_insecure_params`), `postage_bits` and `max_attachment_bytes` are within their
+    /// maximums, and an attachment epoch fits the PIR database's shape. Returns the set.
+    pub fn validate(&self) -> anyhow::Result<&'static omr_core::ParamSet> {
+        let params = omr_core::ParamSet::by_name(&self.param_set)
+            .with_context(|| format!("parameter set {:?}", self.param_set))?;
+        if params.insecure && !self.allow_insecure_params {
+            anyhow::bail!(
+                "parameter set {} is insecure (for tests only); refusing to start. \
+                 Pass --allow-insecure-params (OMR_ALLOW_INSECURE_PARAMS=true) to override",
+                params.name
+            );
+        }
+        if self.postage_bits > omr_core::MAX_POSTAGE_BITS {
+            anyhow::bail!(
+                "postage_bits = {} is over the maximum of {}: every message would cost its \
+                 sender 2^{} hashes. Use 0 (no postage) up to {}",
+                self.postage_bits,
+                omr_core::MAX_POSTAGE_BITS,
+                self.postage_bits,
+                omr_core::MAX_POSTAGE_BITS
+            );
+        }
+        if self.max_attachment_bytes > crate::service::pir::MAX_ATTACHMENT_BYTES {
+            anyhow::bail!(
+                "max_attachment_bytes = {} is over the maximum of {} (64 KiB): a PIR fetch's \
+                 upload grows with the square of the attachment size (4.5 MiB at 64 KiB, 18 MiB \
+                 at 128 KiB). Use 0 (no attachments) up to {}",
+                self.max_attachment_bytes,
+                crate::service::pir::MAX_ATTACHMENT_BYTES,
+                crate::service::pir::MAX_ATTACHMENT_BYTES
+            );
+        }
+        if self.max_attachment_bytes > 0 {
+            crate::service::pir::epoch_shape(
+                crate::epochs::Epochs::new(self.epoch_len, params).len(),
+                self.max_attachment_bytes,
+            )
+            .map_err(anyhow::Error::msg)?;
+        }
+        Ok(params)
     }
 
     /// The key memory budget in bytes: `key_memory_bytes`, or half of the memory available to

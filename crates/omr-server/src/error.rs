@@ -1,11 +1,9 @@
-//! [`ServiceError`]: one error for every omrd API, transport-neutral, with one mapping to HTTP
-//! (status + JSON `{code, message}`) and one to gRPC (`tonic::Status`). Bad input gets a precise
-//! message; internal failures are logged once, where they are made, and shown generically.
+//! [`ServiceError`]: one error for every omrd API, transport-neutral: an [`ErrorCode`] (whose
+//! table gives its HTTP status and gRPC code) and a message. `http/error.rs` maps it to a status
+//! and a JSON `{code, message}` body, `grpc/error.rs` to a `tonic::Status`. Bad input gets a
+//! precise message; internal failures are logged once, where they are made, and shown
+//! generically.
 
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use omr_api::http::ErrorBody;
 use omr_api::ErrorCode;
 use omr_core::OmrError;
 use omr_store::InviteRefusal;
@@ -153,48 +151,6 @@ impl ServiceError {
         self.message = format!("{place}: {}", self.message);
         self
     }
-
-    /// The gRPC status code for an error with `code`.
-    pub fn grpc_code(code: ErrorCode) -> tonic::Code {
-        use tonic::Code;
-        match code {
-            ErrorCode::MalformedJson
-            | ErrorCode::MalformedClue
-            | ErrorCode::MalformedPayload
-            | ErrorCode::MalformedMessage
-            | ErrorCode::MalformedQuery
-            | ErrorCode::MalformedUpload
-            | ErrorCode::InvalidKey
-            | ErrorCode::ParamSetMismatch
-            | ErrorCode::EmptyBatch
-            | ErrorCode::TlsRequired
-            | ErrorCode::MalformedPirQuery
-            | ErrorCode::UnsupportedMediaType => Code::InvalidArgument,
-            ErrorCode::AttachmentTooLarge
-            | ErrorCode::PayloadTooLarge
-            | ErrorCode::BodyTooLarge
-            | ErrorCode::BatchTooLarge
-            | ErrorCode::KeyTooLarge
-            | ErrorCode::TooManyKeys => Code::ResourceExhausted,
-            ErrorCode::Unauthorized | ErrorCode::InviteRequired | ErrorCode::AdminUnauthorized => {
-                Code::Unauthenticated
-            }
-            ErrorCode::Forbidden | ErrorCode::InviteInvalid | ErrorCode::AdminForbidden => {
-                Code::PermissionDenied
-            }
-            ErrorCode::UnknownKey | ErrorCode::AdminDisabled | ErrorCode::UnknownEpoch => {
-                Code::NotFound
-            }
-            ErrorCode::UploadTimeout | ErrorCode::RequestTimeout => Code::DeadlineExceeded,
-            ErrorCode::RateLimited => Code::ResourceExhausted,
-            ErrorCode::StartIndexRetired
-            | ErrorCode::EpochOpen
-            | ErrorCode::PostageRequired
-            | ErrorCode::PostageInvalid => Code::FailedPrecondition,
-            ErrorCode::Busy | ErrorCode::Unavailable | ErrorCode::Overloaded => Code::Unavailable,
-            ErrorCode::Internal => Code::Internal,
-        }
-    }
 }
 
 impl std::fmt::Display for ServiceError {
@@ -204,63 +160,3 @@ impl std::fmt::Display for ServiceError {
 }
 
 impl std::error::Error for ServiceError {}
-
-/// The HTTP mapping: the code's status, `Retry-After` when set, and the `{code, message}` body.
-impl IntoResponse for ServiceError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut resp = (status, Json(ErrorBody::new(self.code, self.message))).into_response();
-        if let Some(secs) = self.retry_after_secs {
-            resp.headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, secs.into());
-        }
-        resp
-    }
-}
-
-/// The gRPC mapping: the code's status, the message as is, and the error code in the
-/// `omr-error-code` metadata (with `retry-after`, in seconds, when the error says when to retry),
-/// so that clients can tell a rate limit from other `RESOURCE_EXHAUSTED` refusals.
-impl From<ServiceError> for tonic::Status {
-    fn from(e: ServiceError) -> Self {
-        let mut status = tonic::Status::new(ServiceError::grpc_code(e.code), e.message);
-        let metadata = status.metadata_mut();
-        metadata.insert(
-            GRPC_ERROR_CODE,
-            tonic::metadata::MetadataValue::from_static(e.code.as_str()),
-        );
-        if let Some(secs) = e.retry_after_secs {
-            metadata.insert("retry-after", secs.into());
-        }
-        status
-    }
-}
-
-/// The gRPC metadata key that carries an error's [`ErrorCode`].
-pub const GRPC_ERROR_CODE: &str = "omr-error-code";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_code_maps_to_a_grpc_status_of_the_same_class() {
-        for code in ErrorCode::ALL {
-            let grpc = ServiceError::grpc_code(code);
-            let http = code.http_status();
-            match http {
-                400 | 415 => assert_eq!(grpc, tonic::Code::InvalidArgument, "{code}"),
-                413 | 429 | 507 => assert_eq!(grpc, tonic::Code::ResourceExhausted, "{code}"),
-                500 => assert_eq!(grpc, tonic::Code::Internal, "{code}"),
-                503 => assert_eq!(grpc, tonic::Code::Unavailable, "{code}"),
-                _ => assert_ne!(grpc, tonic::Code::Ok, "{code}"),
-            }
-        }
-        let s = tonic::Status::from(ServiceError::unknown_key("k"));
-        assert_eq!(
-            (s.code(), s.message()),
-            (tonic::Code::NotFound, "no detection key k")
-        );
-    }
-}

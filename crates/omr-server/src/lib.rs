@@ -1,34 +1,40 @@
-//! omrd as a library: configuration, telemetry, the HTTP board (axum), the gRPC key registry
-//! (tonic), group commit, detection, key status and waiting for it to move (`status`,
-//! `progress`), who is online (`presence`), invite codes (`invites`), admission and
-//! connection bounds (`admission`, `connections`), TLS (`tls`), metrics and ordered shutdown. `bin/omrd.rs` is a thin `main`.
+//! omrd as a library, in layers (each uses only the layers below it):
+//!
+//! 1. `app` — composes and serves everything ([`Application`]); the one module that sees both
+//!    transports.
+//! 2. `http` (axum) and `grpc` (tonic) — the transports: every handler, each a thin adapter to
+//!    the service core; neither imports the other, and no other module imports axum or tonic.
+//!    `state` — what both transports share ([`state::ApiState`]).
+//! 3. `service` — the transport-free core: board, registry, digests, key status, parameters,
+//!    invites, PIR; and beside it `worker` — detection, retention, with its own context.
+//! 4. `scheme` — the seam a detection scheme plugs into (TFHE: omr-v1, omr-v2); `epochs` — how
+//!    the board is cut into epochs; `error` — [`error::ServiceError`].
+//! 5. Shared infrastructure: `config` (with `admin_token`, `memory`), `admission` (client
+//!    addresses and rate limits), `connections` (the connection bound), `tls`, `presence`,
+//!    `progress`, `health`, `metrics`, `telemetry`.
+//!
+//! `bin/omrd.rs` is a thin `main`.
 
 pub mod admin_token;
 pub mod admission;
 pub mod app;
-pub mod auth;
 pub mod config;
 pub mod connections;
-pub mod digests;
+pub mod epochs;
 pub mod error;
 pub mod grpc;
-pub mod grpc_deadline;
-pub mod grpc_header;
-pub mod grpc_pir;
 pub mod health;
 pub mod http;
-pub mod ingest;
-pub mod invites;
-pub mod key_state;
 pub mod memory;
 pub mod metrics;
-pub mod pir;
 pub mod presence;
 pub mod progress;
+pub mod scheme;
+pub mod service;
 pub mod state;
-pub mod status;
 pub mod telemetry;
 pub mod tls;
+pub mod tokens;
 pub mod worker;
 
 pub use app::Application;

@@ -29,6 +29,7 @@
 //! ```
 
 mod backends;
+mod faults;
 mod keys;
 mod omrd;
 mod raw;
@@ -37,6 +38,7 @@ mod server;
 mod tls;
 mod wait;
 
+pub use faults::Faults;
 pub use keys::insecure_keys;
 pub use omr_store::testing::{TestDb, POSTGRES_URL_VAR};
 pub use omrd::Omrd;

@@ -6,13 +6,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use omr_server::state::AppState;
+use omr_server::state::ApiState;
 use omr_server::{Application, Config};
 use omr_store::testing::TestDb;
 use reqwest::StatusCode;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::faults::Faults;
 use crate::raw::RawClient;
 use crate::wait::wait_until;
 
@@ -30,7 +31,9 @@ pub struct TestServer {
     pub config: Config,
     /// The state its services share (see [`TestServer::state`]). Weak: the server's shutdown
     /// waits for the last strong reference to go.
-    state: Weak<AppState>,
+    state: Weak<ApiState>,
+    /// The fault injection its worker calls before each detection job.
+    faults: Arc<Faults>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<anyhow::Result<()>>>,
     /// What the server's files live in when the test did not hand it a directory: its own
@@ -90,9 +93,11 @@ impl TestServer {
             // Server logs on stderr (the first server of the process installs the subscriber).
             let _ = omr_server::telemetry::init(omr_server::LogFormat::Human);
         }
-        let app = Application::build(config.clone())
+        let mut app = Application::build(config.clone())
             .await
             .expect("omrd builds");
+        let faults = Arc::new(Faults::default());
+        app.set_job_hooks(faults.clone());
         let (http, grpc) = (app.http_addr(), app.grpc_addr());
         let state = Arc::downgrade(&app.state());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -104,6 +109,7 @@ impl TestServer {
             grpc,
             config,
             state,
+            faults,
             stop: Some(stop),
             task: Some(task),
             owned: None,
@@ -124,11 +130,15 @@ impl TestServer {
         server
     }
 
-    /// The state its services share, for inspection and fault injection
-    /// (`inject_detection_panics`). Drop it before stopping the server: the shutdown waits for
-    /// the last reference (the group-commit writer ends with it).
-    pub fn state(&self) -> Arc<AppState> {
+    /// The state its APIs share, for inspection. Drop it before stopping the server: the
+    /// shutdown waits for the last reference (the group-commit writer ends with it).
+    pub fn state(&self) -> Arc<ApiState> {
         self.state.upgrade().expect("the server is running")
+    }
+
+    /// Its detection worker's fault injection (`inject_detection_panics`, `hold_bulk_jobs`).
+    pub fn faults(&self) -> &Faults {
+        &self.faults
     }
 
     /// A client of its HTTP and gRPC APIs (over TLS, trusting its certificate, when it has

@@ -6,7 +6,7 @@
 
 use omr_api::http::{CreatedInvite, ErrorBody};
 use omr_proto::v1::registration_header::Start;
-use omr_server::invites::{code_hash, new_code};
+use omr_server::service::invites::{code_hash, new_code};
 use omr_server::{AdminToken, Registration};
 use omr_test_support::{insecure_keys, test_each_backend, TestDb, TestServer};
 use reqwest::StatusCode;

@@ -151,11 +151,11 @@ async fn an_online_key_is_served_while_an_offline_batch_runs(db: &TestDb) {
     .await;
 
     // Offline keys' detection jobs are held: the offline key's batch starts and stays in flight.
-    let state = s.state();
-    state.hold_bulk_jobs.store(true, Ordering::SeqCst);
+    let (state, faults) = (s.state(), s.faults());
+    faults.hold_bulk_jobs.store(true, Ordering::SeqCst);
     let first = api.post(&online.keys.clue_key, b"first").await;
     wait_until(SETTLE, "the offline key's batch is in flight", || async {
-        state.bulk_jobs_held.load(Ordering::SeqCst) >= 1
+        faults.bulk_jobs_held.load(Ordering::SeqCst) >= 1
     })
     .await;
     // A new message meanwhile: the online key detects it without waiting for that batch.
@@ -171,10 +171,10 @@ async fn an_online_key_is_served_while_an_offline_batch_runs(db: &TestDb) {
         cursor(offline.key_id.clone()).await <= first,
         "the offline key's batch was held"
     );
-    assert_eq!(state.bulk_jobs_held.load(Ordering::SeqCst), 1);
+    assert_eq!(faults.bulk_jobs_held.load(Ordering::SeqCst), 1);
 
     // Released, the offline key catches up; both digests are exact.
-    state.hold_bulk_jobs.store(false, Ordering::SeqCst);
+    faults.hold_bulk_jobs.store(false, Ordering::SeqCst);
     let digest = api.caught_up_digest(&online, None).await;
     let want = vec![(first, b"first".to_vec()), (second, b"second".to_vec())];
     assert_eq!(digest.messages, want);

@@ -41,7 +41,9 @@ async fn panicking_detection_restarts_the_worker_and_loses_nothing(db: &TestDb) 
     assert_eq!(api.caught_up_digest(&r, None).await.messages, want);
 
     // The next three detection jobs panic: three restarts, 1 s then 2 s apart.
-    s.state().inject_detection_panics.store(3, Ordering::SeqCst);
+    s.faults()
+        .inject_detection_panics
+        .store(3, Ordering::SeqCst);
     api.post(&noise.clue_key, b"noise").await;
     let mine = api.post(&r.keys.clue_key, b"after").await;
     want.push((mine, b"after".to_vec()));
@@ -71,7 +73,7 @@ async fn panicking_detection_restarts_the_worker_and_loses_nothing(db: &TestDb) 
     .await;
     let digest = api.caught_up_digest(&r, None).await;
     assert_eq!(digest.messages, want);
-    assert_eq!(s.state().inject_detection_panics.load(Ordering::SeqCst), 0);
+    assert_eq!(s.faults().inject_detection_panics.load(Ordering::SeqCst), 0);
     assert_eq!(
         counter(&api, restarts).await,
         3,

@@ -12,7 +12,7 @@ async fn register_needs_the_operators_invite_code() {
         c.registration = omr_server::Registration::Invite;
     })
     .await;
-    let code = omr_server::invites::mint(db.store(), 1, None)
+    let code = omr_server::service::invites::mint(db.store(), 1, None)
         .await
         .expect("minted")
         .code;

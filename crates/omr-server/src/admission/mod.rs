@@ -1,14 +1,13 @@
 //! Sender and reader admission: which client a request comes from (`client`: the socket peer,
 //! or `X-Forwarded-For` behind a trusted proxy) and its per-address rate limits (`rate`), with
 //! the count of refusals. The handlers call [`Admission::check`] before they do any work a
-//! refusal would waste (a batch after decoding, to know its cost).
+//! refusal would waste (a batch after decoding, to know its cost). Each transport reads the
+//! client's address its own way and hands it to [`Admission::client`].
 
 mod client;
 mod rate;
 
-use std::net::SocketAddr;
-
-use axum::http::HeaderMap;
+use std::net::IpAddr;
 
 pub use client::{ClientKey, TrustedProxies, FORWARDED_FOR};
 pub use rate::{Limit, RateLimits};
@@ -35,40 +34,10 @@ impl Admission {
         })
     }
 
-    /// The client of an HTTP request from `peer` with `headers`.
-    pub fn http_client(&self, peer: SocketAddr, headers: &HeaderMap) -> ClientKey {
-        let forwarded = headers
-            .get_all(FORWARDED_FOR)
-            .iter()
-            .filter_map(|v| v.to_str().ok());
-        ClientKey::from(self.proxies.client_ip(peer.ip(), forwarded))
-    }
-
-    /// The client of a gRPC call (its peer, and `x-forwarded-for` metadata from a trusted
-    /// proxy); `None` when the transport does not know the peer.
-    pub fn grpc_client<T>(&self, request: &tonic::Request<T>) -> Option<ClientKey> {
-        let peer = request.remote_addr()?;
-        let forwarded = request
-            .metadata()
-            .get_all(FORWARDED_FOR)
-            .iter()
-            .filter_map(|v| v.to_str().ok());
-        Some(ClientKey::from(
-            self.proxies.client_ip(peer.ip(), forwarded),
-        ))
-    }
-
-    /// [`Admission::check`] for a gRPC call costing 1 (a call whose peer is unknown passes).
-    pub fn check_grpc<T>(
-        &self,
-        limit: Limit,
-        route: &str,
-        request: &tonic::Request<T>,
-    ) -> Result<(), ServiceError> {
-        match self.grpc_client(request) {
-            Some(client) => self.check(limit, route, client, 1),
-            None => Ok(()),
-        }
+    /// The client of a request from `peer` whose `X-Forwarded-For` values (HTTP headers or gRPC
+    /// metadata) are `forwarded`: named there only when `peer` is a trusted proxy.
+    pub fn client<'a>(&self, peer: IpAddr, forwarded: impl Iterator<Item = &'a str>) -> ClientKey {
+        ClientKey::from(self.proxies.client_ip(peer, forwarded))
     }
 
     /// Take `cost` from `client`'s `limit` for a request on `route`, or refuse it (nothing

@@ -10,10 +10,10 @@ use omr_proto::v1::detector_server::DetectorServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::connections::{grpc_incoming, ConnectionLimit};
-use crate::grpc::DetectorService;
-use crate::grpc_deadline::DeadlineLayer;
-use crate::state::AppState;
+use crate::connections::ConnectionLimit;
+use crate::grpc::{grpc_incoming, DeadlineLayer, DetectorService};
+use crate::http::HttpState;
+use crate::state::ApiState;
 use crate::tls::Tls;
 
 /// gRPC messages may be up to this large (key chunks are ≤ 4 MiB).
@@ -23,7 +23,7 @@ pub(super) type ServerTask<E> = tokio::task::JoinHandle<Result<(), E>>;
 
 /// The HTTP API on `listener` until `cancel` fires.
 pub(super) fn serve_http(
-    state: &Arc<AppState>,
+    state: &Arc<HttpState>,
     listener: TcpListener,
     connections: ConnectionLimit,
     tls: Option<Tls>,
@@ -48,7 +48,7 @@ pub(super) fn serve_http(
 /// `role = "worker"` process has no listener and serves none of them); returns the health
 /// reporter.
 pub(super) async fn serve_grpc(
-    state: &Arc<AppState>,
+    state: &Arc<ApiState>,
     listener: Option<TcpListener>,
     connections: ConnectionLimit,
     tls: Option<Tls>,

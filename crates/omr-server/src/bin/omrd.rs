@@ -169,7 +169,7 @@ async fn create_invite(config: &Config, a: &CreateInvite) -> anyhow::Result<()> 
         );
     }
     let store = omr_server::app::open_store(config).await?;
-    let created = omr_server::invites::mint(&store, a.uses, a.expires).await;
+    let created = omr_server::service::invites::mint(&store, a.uses, a.expires).await;
     store.close().await;
     let created = created?;
     println!("{}", created.code);
@@ -221,8 +221,6 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Before anything transforms a polynomial: expanded-key files stay valid across restarts.
-    omr_server::worker::key_files::pin_fft_plans(&config);
     let app = match Application::build(config).await {
         Ok(app) => app,
         Err(e) => {

@@ -1,4 +1,4 @@
-//! The configuration's keys, and the order of its sources.
+//! The configuration's keys, the order of its sources, and its start-up checks.
 
 use super::*;
 
@@ -100,4 +100,60 @@ fn the_admin_token_comes_from_the_environment_or_a_file_and_is_never_shown() {
         );
         Ok(())
     });
+}
+
+#[test]
+fn the_default_configuration_is_valid() {
+    let params = Config::default().validate().unwrap();
+    assert_eq!(params.name, Config::default().param_set);
+}
+
+#[test]
+fn an_insecure_parameter_set_is_refused_unless_allowed() {
+    let mut c = Config {
+        param_set: omr_core::INSECURE_TEST.name.to_string(),
+        ..Config::default()
+    };
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("is insecure"), "{err}");
+    assert!(err.contains("--allow-insecure-params"), "{err}");
+    c.allow_insecure_params = true;
+    assert_eq!(c.validate().unwrap().name, omr_core::INSECURE_TEST.name);
+}
+
+#[test]
+fn an_unknown_parameter_set_is_refused() {
+    let c = Config {
+        param_set: "omr-v0".to_string(),
+        ..Config::default()
+    };
+    let err = format!("{:#}", c.validate().unwrap_err());
+    assert!(err.contains("parameter set \"omr-v0\""), "{err}");
+}
+
+#[test]
+fn postage_and_attachments_over_their_maximums_are_refused() {
+    let mut c = Config {
+        postage_bits: omr_core::MAX_POSTAGE_BITS,
+        ..Config::default()
+    };
+    c.validate().unwrap();
+    c.postage_bits = omr_core::MAX_POSTAGE_BITS + 1;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("postage_bits = 33 is over the maximum of 32"),
+        "{err}"
+    );
+
+    let mut c = Config {
+        max_attachment_bytes: crate::service::pir::MAX_ATTACHMENT_BYTES + 1,
+        ..Config::default()
+    };
+    let err = c.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("max_attachment_bytes = 65537 is over"),
+        "{err}"
+    );
+    c.max_attachment_bytes = 0;
+    c.validate().unwrap();
 }

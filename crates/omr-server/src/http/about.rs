@@ -1,9 +1,13 @@
-//! What the server says about itself: `GET /v1/params` (parameter set and limits) and the
-//! OpenAPI document of the public API.
+//! What the server says about itself: `GET /v1/params` (parameter set and limits, from
+//! `service::params`) and the OpenAPI document of the public API, whose paths the router adds
+//! from the routes it serves (`http/mod.rs`).
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
 use axum::Json;
 use omr_api::http::{
     BatchIn, BatchPosted, BoardMessage, BoardPage, CreatedInvite, ErrorBody, KeyStatus, MessageIn,
@@ -12,27 +16,16 @@ use omr_api::http::{
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{admin, board, pir};
+use super::HttpState;
 use crate::error::ServiceError;
-use crate::state::AppState;
 
+/// The document's title, description, schemas and security schemes; its paths are the routes'.
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "omrd",
         description = "Oblivious message retrieval detector: the public bulletin board, key status \
                        and digests, and the admin API."
-    ),
-    paths(
-        board::post_message,
-        board::post_batch,
-        board::get_messages,
-        get_params,
-        crate::digests::get_digest,
-        crate::status::get_key_status,
-        admin::create_invite,
-        pir::get_hint,
-        pir::post_query
     ),
     components(schemas(
         MessageIn,
@@ -49,7 +42,7 @@ use crate::state::AppState;
     )),
     modifiers(&AdminTokenScheme)
 )]
-struct ApiDoc;
+pub(super) struct ApiDoc;
 
 /// The admin API's bearer token, as an OpenAPI security scheme.
 struct AdminTokenScheme;
@@ -64,36 +57,22 @@ impl Modify for AdminTokenScheme {
     }
 }
 
-/// `GET /openapi.json`.
-pub(super) async fn openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+/// `GET /openapi.json`: `document`, encoded once.
+pub(super) fn openapi(
+    document: &utoipa::openapi::OpenApi,
+) -> impl Fn() -> std::future::Ready<axum::response::Response> + Clone + Send + 'static {
+    let body = Bytes::from(serde_json::to_vec(document).expect("the OpenAPI document encodes"));
+    move || {
+        let answer = ([(header::CONTENT_TYPE, "application/json")], body.clone());
+        std::future::ready(answer.into_response())
+    }
 }
 
 /// The parameter set and limits of this server.
 #[utoipa::path(get, path = "/v1/params", responses((status = 200, body = Params)))]
 pub(super) async fn get_params(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<HttpState>>,
 ) -> Result<Json<Params>, ServiceError> {
-    let p = state.params;
-    let head = state
-        .store
-        .board_head()
-        .await
-        .map_err(|e| ServiceError::internal("reading the board head", e))?;
-    Ok(Json(Params {
-        param_set: p.name.to_string(),
-        clue_bytes: p.clue_bytes(),
-        max_payload_bytes: p.payload_bytes,
-        max_kbar: p.max_kbar,
-        max_range: p.max_range,
-        max_key_bytes: state.config.max_key_bytes,
-        max_batch_messages: state.config.max_batch_messages,
-        board_head: head,
-        postage_bits: state.config.postage_bits,
-        invite_required: state.config.registration == crate::config::Registration::Invite,
-        max_attachment_bytes: state.config.max_attachment_bytes,
-        epoch_len: state.config.epoch_len.clamp(1, p.max_range),
-        pir_params: (state.config.max_attachment_bytes > 0)
-            .then(|| omr_pir::PIR_V1.name.to_string()),
-    }))
+    let head = state.board_head().await?;
+    Ok(Json(crate::service::params::params(&state.service, head)))
 }

@@ -12,8 +12,8 @@ use omr_api::http::{CreatedInvite, ErrorBody, NewInvite};
 use omr_api::ErrorCode;
 
 use super::body::read_body;
+use super::HttpState;
 use crate::error::ServiceError;
-use crate::state::AppState;
 
 /// Largest admin request body.
 const ADMIN_BODY_LIMIT: usize = 4 * 1024;
@@ -32,7 +32,7 @@ const ADMIN_BODY_LIMIT: usize = 4 * 1024;
     security(("admin_token" = []))
 )]
 pub(super) async fn create_invite(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<CreatedInvite>), ServiceError> {
@@ -49,12 +49,13 @@ pub(super) async fn create_invite(
         })?
     };
     let expires = request.expires_secs.map(std::time::Duration::from_secs);
-    let created = crate::invites::mint(&state.store, request.uses.unwrap_or(1), expires).await?;
+    let created =
+        crate::service::invites::mint(&state.store, request.uses.unwrap_or(1), expires).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
 /// Check `Authorization: Bearer <admin token>`.
-fn authorize_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ServiceError> {
+fn authorize_admin(state: &HttpState, headers: &HeaderMap) -> Result<(), ServiceError> {
     let Some(expected) = &state.admin_token_hash else {
         return Err(ServiceError::new(
             ErrorCode::AdminDisabled,
@@ -66,14 +67,14 @@ fn authorize_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ServiceE
     let presented = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(crate::auth::bearer)
+        .and_then(crate::tokens::bearer)
         .ok_or_else(|| {
             ServiceError::new(
                 ErrorCode::AdminUnauthorized,
                 "the admin API needs Authorization: Bearer <admin token>",
             )
         })?;
-    if !crate::auth::token_matches(presented, expected) {
+    if !crate::tokens::token_matches(presented, expected) {
         return Err(ServiceError::new(
             ErrorCode::AdminForbidden,
             "that is not this server's admin token",

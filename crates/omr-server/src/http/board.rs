@@ -5,26 +5,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine;
-use omr_api::http::{
-    BatchIn, BatchPosted, BoardMessage, BoardPage, ErrorBody, MessageIn, Posted, ReadQuery,
-};
+use omr_api::http::{BatchIn, BatchPosted, BoardPage, ErrorBody, MessageIn, Posted, ReadQuery};
 use omr_api::ErrorCode;
-use omr_store::{NewMessage, StoredMessage};
 
 use super::body::{self, body_kind, read_body, SINGLE_BODY_LIMIT};
+use super::{error::malformed_query, HttpState};
 use crate::admission::Limit;
 use crate::error::ServiceError;
-use crate::ingest::IngestError;
-use crate::state::AppState;
-
-/// Most board messages one GET returns.
-const MAX_READ: u32 = 1000;
+use crate::service::board;
 
 /// Post one message. Answers only after the message is durably committed.
 #[utoipa::path(
@@ -40,7 +33,7 @@ const MAX_READ: u32 = 1000;
     )
 )]
 pub(super) async fn post_message(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<HttpState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
@@ -51,16 +44,13 @@ pub(super) async fn post_message(
         let bytes = read_body(&headers, body, rules.single_body_limit()).await?;
         let message = body::message(rules, kind, &bytes)?;
         // Checked once the message is known good, so that a refused one takes no token.
-        let client = state.admission.http_client(peer, &headers);
-        state
-            .admission
-            .check(Limit::Messages, "/v1/messages", client, 1)?;
-        commit(&state, vec![message], "single").await
+        state.admit(Limit::Messages, "/v1/messages", peer, &headers, 1)?;
+        board::post(&state.service, vec![message], "single").await
     }
     .await;
     match result {
         Ok(index) => (StatusCode::CREATED, Json(Posted { index })).into_response(),
-        Err(e) => reject(&state, e).into_response(),
+        Err(e) => board::rejected(&state.service, e).into_response(),
     }
 }
 
@@ -80,7 +70,7 @@ pub(super) async fn post_message(
     )
 )]
 pub(super) async fn post_batch(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<HttpState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
@@ -97,13 +87,10 @@ pub(super) async fn post_batch(
             ));
         }
         // A batch costs its message count, checked once it is known (decoded, not stored).
-        let client = state.admission.http_client(peer, &headers);
         let cost = u32::try_from(messages.len()).unwrap_or(u32::MAX);
-        state
-            .admission
-            .check(Limit::Messages, "/v1/messages/batch", client, cost)?;
+        state.admit(Limit::Messages, "/v1/messages/batch", peer, &headers, cost)?;
         let count = messages.len() as u64;
-        let first = commit(&state, messages, "batch").await?;
+        let first = board::post(&state.service, messages, "batch").await?;
         Ok((first, count))
     }
     .await;
@@ -113,7 +100,7 @@ pub(super) async fn post_batch(
             Json(BatchPosted { first_index, count }),
         )
             .into_response(),
-        Err(e) => reject(&state, e).into_response(),
+        Err(e) => board::rejected(&state.service, e).into_response(),
     }
 }
 
@@ -127,85 +114,12 @@ pub(super) async fn post_batch(
     )
 )]
 pub(super) async fn get_messages(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<HttpState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    query: Result<Query<ReadQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<ReadQuery>, QueryRejection>,
 ) -> Result<Json<BoardPage>, ServiceError> {
-    let client = state.admission.http_client(peer, &headers);
-    state
-        .admission
-        .check(Limit::BoardReads, "/v1/messages", client, 1)?;
-    let Query(q) =
-        query.map_err(|e| ServiceError::new(ErrorCode::MalformedQuery, e.body_text()))?;
-    let from = q.from.unwrap_or(0);
-    let limit = q.limit.unwrap_or(MAX_READ);
-    if limit == 0 || limit > MAX_READ {
-        return Err(ServiceError::new(
-            ErrorCode::MalformedQuery,
-            format!("limit must be 1..={MAX_READ}"),
-        ));
-    }
-    let head = state
-        .store
-        .board_head()
-        .await
-        .map_err(|e| ServiceError::internal("reading the board head", e))?;
-    let rows = state
-        .store
-        .read(from, limit)
-        .await
-        .map_err(|e| ServiceError::internal("reading the board", e))?;
-    let next = rows.last().map(|m| m.index + 1).unwrap_or(from);
-    Ok(Json(BoardPage {
-        messages: rows.into_iter().map(board_message).collect(),
-        next,
-        head,
-    }))
-}
-
-fn board_message(m: StoredMessage) -> BoardMessage {
-    BoardMessage {
-        index: m.index,
-        clue: B64.encode(&m.clue),
-        payload: B64.encode(&m.payload),
-        received_ms: m.received_ms,
-    }
-}
-
-/// Queue `messages` for the group commit and count them once committed; the first index.
-async fn commit(
-    state: &AppState,
-    messages: Vec<NewMessage>,
-    route: &str,
-) -> Result<u64, ServiceError> {
-    let count = messages.len() as u64;
-    let bytes: usize = messages
-        .iter()
-        .map(|m| m.clue.len() + m.payload.len())
-        .sum();
-    let first = state.ingestor.submit(messages).await.map_err(|e| match e {
-        IngestError::Closed => ServiceError::new(
-            ErrorCode::Unavailable,
-            "the server is shutting down; nothing was stored, retry",
-        ),
-        IngestError::Store(e) => ServiceError::internal("appending to the board", e),
-    })?;
-    state
-        .metrics
-        .messages_accepted
-        .with_label_values(&[route])
-        .inc_by(count);
-    state.metrics.message_bytes.inc_by(bytes as u64);
-    Ok(first)
-}
-
-/// Count a refused message by its error code.
-fn reject(state: &AppState, err: ServiceError) -> ServiceError {
-    state
-        .metrics
-        .messages_rejected
-        .with_label_values(&[err.code.as_str()])
-        .inc();
-    err
+    state.admit(Limit::BoardReads, "/v1/messages", peer, &headers, 1)?;
+    let Query(q) = query.map_err(malformed_query)?;
+    Ok(Json(board::read(&state.service, q.from, q.limit).await?))
 }

@@ -29,7 +29,7 @@ pub struct Rules {
 
 impl Rules {
     /// The rules of a running server.
-    pub fn of(state: &crate::state::AppState) -> Self {
+    pub fn of(state: &crate::service::Service) -> Self {
         Rules {
             params: state.params,
             postage_bits: state.config.postage_bits,

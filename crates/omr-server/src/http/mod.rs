@@ -1,32 +1,86 @@
-//! The HTTP API (axum): the public board, parameters, probes, metrics and the OpenAPI document,
-//! and the routes on a key (digests: `crate::digests`; status and long-poll: `crate::status`).
-//! This module builds the router and records latency; `board` posts and reads messages, `body`
-//! reads and validates request bodies, `probes` answers readiness and metrics, `about` serves
-//! the parameters and the OpenAPI document, `admin` mints invite codes (admin token),
-//! `pir` serves attachment epochs by PIR, `overload` sheds load and times requests out on the
-//! API routes, and `serve` runs the router on a listener (connection bound, header timeout).
+//! The HTTP API (axum): every HTTP handler, each a thin adapter from HTTP to the service core
+//! (`crate::service`), and nothing else. This module declares the routes once — each handler
+//! with its `#[utoipa::path]`, so that the router and the OpenAPI document come from the same
+//! list — and records latency per matched route. `board` posts and reads messages, `body` reads
+//! and validates request bodies, `digests` and `status` answer on a key (status with its
+//! long-poll), `probes` answers readiness and metrics, `about` the parameters and the OpenAPI
+//! document, `admin` mints invite codes (admin token), `pir` serves attachment epochs by PIR,
+//! `error` maps a service error to an answer, `overload` sheds load and times requests out on
+//! the API routes, and `serve` runs the router on a listener (connection bound, header timeout).
 
 mod about;
 mod admin;
 mod board;
 pub mod body;
+mod digests;
+mod error;
 mod overload;
 mod pir;
 mod probes;
 pub mod serve;
+mod status;
 
+use std::net::SocketAddr;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderMap};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use crate::state::AppState;
+use crate::admission::{Limit, FORWARDED_FOR};
+use crate::error::ServiceError;
+use crate::state::ApiState;
 
-pub fn router(state: Arc<AppState>) -> Router {
+/// What the HTTP handlers read: the state both APIs share, and what only HTTP has.
+#[derive(Debug)]
+pub struct HttpState {
+    pub api: Arc<ApiState>,
+    /// The SHA-256 of the admin API's token (`admin_token` / `admin_token_file`); `None`: the
+    /// admin API is off. The token itself is not kept.
+    pub admin_token_hash: Option<[u8; 32]>,
+}
+
+impl Deref for HttpState {
+    type Target = ApiState;
+
+    fn deref(&self) -> &ApiState {
+        &self.api
+    }
+}
+
+impl HttpState {
+    /// Take `cost` from the rate limit `limit` of the client of a request from `peer` with
+    /// `headers` (`X-Forwarded-For` counts from a trusted proxy), or refuse it.
+    fn admit(
+        &self,
+        limit: Limit,
+        route: &str,
+        peer: SocketAddr,
+        headers: &HeaderMap,
+        cost: u32,
+    ) -> Result<(), ServiceError> {
+        let forwarded = (headers.get_all(FORWARDED_FOR).iter()).filter_map(|v| v.to_str().ok());
+        let client = self.admission.client(peer.ip(), forwarded);
+        self.admission.check(limit, route, client, cost)
+    }
+}
+
+/// The `Authorization` header's value, if it is text.
+fn authorization(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+}
+
+pub fn router(state: Arc<HttpState>) -> Router {
     let probes = Router::new()
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(probes::readyz))
@@ -36,26 +90,24 @@ pub fn router(state: Arc<AppState>) -> Router {
             .layer(middleware::from_fn_with_state(state.clone(), observe))
             .with_state(state);
     }
+    let (api, mut document) = OpenApiRouter::with_openapi(about::ApiDoc::openapi())
+        .routes(routes!(board::post_message, board::get_messages))
+        .routes(routes!(board::post_batch))
+        .routes(routes!(about::get_params))
+        .routes(routes!(digests::get_digest))
+        .routes(routes!(admin::create_invite))
+        .routes(routes!(pir::get_hint))
+        .routes(routes!(pir::post_query))
+        .split_for_parts();
+    // A long-poll waits up to MAX_WAIT_SECS for detection before its answer.
+    let (long_poll, long_poll_document) = OpenApiRouter::new()
+        .routes(routes!(status::get_key_status))
+        .split_for_parts();
+    document.merge(long_poll_document);
+    let api = api.route("/openapi.json", get(about::openapi(&document)));
     let overload =
         overload::Overload::new(state.config.max_concurrent_requests, state.metrics.clone());
     let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
-    let api = Router::new()
-        .route(
-            "/v1/messages",
-            post(board::post_message).get(board::get_messages),
-        )
-        .route("/v1/messages/batch", post(board::post_batch))
-        .route("/v1/params", get(about::get_params))
-        .route("/v1/digests/{key_id}", get(crate::digests::get_digest))
-        .route("/v1/admin/invites", post(admin::create_invite))
-        .route("/v1/pir/{epoch}/hint", get(pir::get_hint))
-        .route("/v1/pir/{epoch}/query", post(pir::post_query))
-        .route("/openapi.json", get(about::openapi));
-    // A long-poll waits up to MAX_WAIT_SECS for detection before its answer.
-    let long_poll = Router::new().route(
-        "/v1/keys/{key_id}/status",
-        get(crate::status::get_key_status),
-    );
     let long_poll_timeout = timeout + Duration::from_secs(omr_api::http::MAX_WAIT_SECS);
     probes
         .merge(overload.guard(api, timeout))
@@ -65,8 +117,9 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// Record latency per route and status.
-async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let route = route_label(req.uri().path());
+async fn observe(State(state): State<Arc<HttpState>>, req: Request, next: Next) -> Response {
+    let route = (req.extensions().get::<MatchedPath>())
+        .map_or_else(|| "other".to_string(), |p| route_label(p.as_str()));
     let started = Instant::now();
     let resp = next.run(req).await;
     state
@@ -77,16 +130,26 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
     resp
 }
 
-/// The route label of `path`: the route itself, `/v1/digests` for any key's digest,
-/// `/v1/keys/status` for any key's status (long-polls included), or `other`.
-fn route_label(path: &str) -> String {
-    match path {
-        "/v1/messages" | "/v1/messages/batch" | "/v1/params" | "/livez" | "/readyz"
-        | "/metrics" | "/openapi.json" | "/v1/admin/invites" => path.to_string(),
-        r if r.starts_with("/v1/digests/") => "/v1/digests".to_string(),
-        r if r.starts_with("/v1/keys/") && r.ends_with("/status") => "/v1/keys/status".to_string(),
-        r if r.starts_with("/v1/pir/") && r.ends_with("/hint") => "/v1/pir/hint".to_string(),
-        r if r.starts_with("/v1/pir/") && r.ends_with("/query") => "/v1/pir/query".to_string(),
-        _ => "other".to_string(),
+/// The metric label of a matched route: its path without the parameters
+/// (`/v1/digests/{key_id}` → `/v1/digests`), so that keys and epochs do not multiply series.
+fn route_label(route: &str) -> String {
+    let kept: Vec<&str> = route
+        .split('/')
+        .filter(|s| !(s.starts_with('{') && s.ends_with('}')))
+        .collect();
+    kept.join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::route_label;
+
+    #[test]
+    fn route_labels_drop_the_parameters() {
+        assert_eq!(route_label("/v1/messages"), "/v1/messages");
+        assert_eq!(route_label("/v1/digests/{key_id}"), "/v1/digests");
+        assert_eq!(route_label("/v1/keys/{key_id}/status"), "/v1/keys/status");
+        assert_eq!(route_label("/v1/pir/{epoch}/hint"), "/v1/pir/hint");
+        assert_eq!(route_label("/livez"), "/livez");
     }
 }

@@ -18,7 +18,6 @@ use tower::ServiceBuilder;
 
 use crate::error::ServiceError;
 use crate::metrics::Metrics;
-use crate::state::AppState;
 
 /// The shared bound on requests in progress.
 #[derive(Debug, Clone)]
@@ -36,11 +35,11 @@ impl Overload {
     }
 
     /// `routes` counted against the bound, each request cut after `timeout`.
-    pub(super) fn guard(
+    pub(super) fn guard<S: Clone + Send + Sync + 'static>(
         &self,
-        routes: Router<Arc<AppState>>,
+        routes: Router<S>,
         timeout: Duration,
-    ) -> Router<Arc<AppState>> {
+    ) -> Router<S> {
         let metrics = self.metrics.clone();
         let refuse = move |err: BoxError| {
             let metrics = metrics.clone();

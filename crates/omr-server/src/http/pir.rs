@@ -14,10 +14,10 @@ use omr_api::http::ErrorBody;
 use omr_api::ErrorCode;
 
 use super::body::{body_kind, read_body, BodyKind};
+use super::HttpState;
 use crate::admission::Limit;
 use crate::error::ServiceError;
-use crate::pir::count_request;
-use crate::state::AppState;
+use crate::service::pir::{count_request, epoch_shape};
 
 fn octets(bytes: impl Into<Body>) -> Response {
     (
@@ -40,16 +40,13 @@ fn octets(bytes: impl Into<Body>) -> Response {
     )
 )]
 pub(super) async fn get_hint(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<HttpState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Path(epoch): Path<u64>,
 ) -> Response {
     let result = async {
-        let client = state.admission.http_client(peer, &headers);
-        state
-            .admission
-            .check(Limit::Digests, "/v1/pir/hint", client, 1)?;
+        state.admit(Limit::Digests, "/v1/pir/hint", peer, &headers, 1)?;
         let built = state.pir.get(&state.pir_serving(), epoch).await?;
         let mut resp = octets(built.hint.clone());
         resp.headers_mut().insert(
@@ -79,7 +76,7 @@ pub(super) async fn get_hint(
     )
 )]
 pub(super) async fn post_query(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<HttpState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Path(epoch): Path<u64>,
@@ -93,13 +90,10 @@ pub(super) async fn post_query(
             ));
         }
         let at = state.pir_serving();
-        let shape = crate::pir::epoch_shape(at.epoch_len, at.max_attachment_bytes.max(1))
+        let shape = epoch_shape(at.epochs.len(), at.max_attachment_bytes.max(1))
             .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
         let bytes = read_body(&headers, body, shape.query_bytes()).await?;
-        let client = state.admission.http_client(peer, &headers);
-        state
-            .admission
-            .check(Limit::Digests, "/v1/pir/query", client, 1)?;
+        state.admit(Limit::Digests, "/v1/pir/query", peer, &headers, 1)?;
         Ok(octets(state.pir.answer(&at, epoch, &bytes).await?))
     }
     .await;

@@ -10,9 +10,9 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::state::AppState;
+use super::HttpState;
 
-pub(super) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+pub(super) async fn readyz(State(state): State<Arc<HttpState>>) -> Response {
     if !state.ready.load(Ordering::Acquire) || state.store.ping().await.is_err() {
         return (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response();
     }
@@ -26,7 +26,7 @@ pub(super) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+pub(super) async fn metrics(State(state): State<Arc<HttpState>>) -> Response {
     refresh_overview(&state).await;
     refresh_fleet(&state).await;
     (
@@ -39,7 +39,7 @@ pub(super) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 /// Read detection over every registered key from the store into the lag gauges, so they cover
 /// keys no worker holds and tell the truth in every process. When the store does not answer the
 /// gauges keep their last values (and readiness reports the store).
-async fn refresh_overview(state: &AppState) {
+async fn refresh_overview(state: &HttpState) {
     match state.store.detection_overview().await {
         Ok(o) => {
             let m = &state.metrics;
@@ -58,7 +58,7 @@ async fn refresh_overview(state: &AppState) {
 
 /// Read the live workers (unexpired heartbeats) from the store, so every process reports the
 /// fleet as it is; when the store does not answer the gauge keeps its last value.
-async fn refresh_fleet(state: &AppState) {
+async fn refresh_fleet(state: &HttpState) {
     match state.store.live_workers().await {
         Ok(n) => state.metrics.live_workers.set(n as i64),
         Err(e) => tracing::warn!(error = %e, "reading the live workers for /metrics failed"),

@@ -8,31 +8,31 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use omr_core::{Accumulator, DetectionKey};
 use omr_store::ActiveKey;
 
 use super::key_files::KeyFiles;
-use crate::state::AppState;
+use super::WorkerContext;
+use crate::scheme::DetectionScheme;
 
 /// One key in memory.
-pub(super) struct CachedKey {
-    pub(super) dk: Arc<DetectionKey>,
-    /// The open accumulator (ends at `cursor`), when it is known.
-    pub(super) acc: Option<Accumulator>,
+pub(super) struct CachedKey<S: DetectionScheme> {
+    pub(super) key: Arc<S::Key>,
+    /// The open state (ends at `cursor`), when it is known.
+    pub(super) state: Option<S::State>,
     pub(super) cursor: u64,
     bytes: u64,
     used: Instant,
 }
 
 /// A key loaded by [`KeyCache::begin_load`], and how long that took.
-pub(super) struct Loaded {
-    dk: Arc<DetectionKey>,
+pub(super) struct Loaded<S: DetectionScheme> {
+    key: Arc<S::Key>,
     secs: f64,
 }
 
 /// Expanded keys by key id.
-pub(super) struct KeyCache {
-    keys: HashMap<String, CachedKey>,
+pub(super) struct KeyCache<S: DetectionScheme> {
+    keys: HashMap<String, CachedKey<S>>,
     budget: u64,
     max_count: usize,
     /// The largest key loaded so far: what the next load is expected to take.
@@ -41,13 +41,13 @@ pub(super) struct KeyCache {
     load_secs: Option<f64>,
     /// Loads begun and not yet ended (their room is reserved).
     loading: usize,
-    files: KeyFiles,
+    files: KeyFiles<S>,
 }
 
-impl KeyCache {
-    /// An empty cache with the configured budget, loading through the expanded-key files under
-    /// `data_dir`.
-    pub(super) fn new(state: &AppState) -> Self {
+impl<S: DetectionScheme> KeyCache<S> {
+    /// An empty cache with the configured budget, loading `scheme`'s keys through the
+    /// expanded-key files under `data_dir`.
+    pub(super) fn new(state: &WorkerContext, scheme: S) -> Self {
         let config = &state.config;
         Self {
             keys: HashMap::new(),
@@ -56,8 +56,13 @@ impl KeyCache {
             key_bytes: 0,
             load_secs: None,
             loading: 0,
-            files: KeyFiles::open(config, &state.metrics),
+            files: KeyFiles::open(config, &state.metrics, scheme),
         }
+    }
+
+    /// The scheme whose keys it holds.
+    pub(super) fn scheme(&self) -> &S {
+        self.files.scheme()
     }
 
     /// The memory budget in bytes.
@@ -90,44 +95,26 @@ impl KeyCache {
         self.keys.get(key_id).map(|c| c.cursor)
     }
 
-    /// `key`'s entry, loading and expanding the key on `pool` first if it is not cached (after
-    /// evicting what must go, never a key in `pinned` while another can go); marks it used.
-    pub(super) async fn load(
-        &mut self,
-        state: &AppState,
-        pool: &Arc<rayon::ThreadPool>,
-        key: &ActiveKey,
-        pinned: &HashSet<String>,
-    ) -> anyhow::Result<&mut CachedKey> {
-        if !self.keys.contains_key(&key.key_id) {
-            let loading = self.begin_load(state, pool, key, pinned);
-            let loaded = loading.await;
-            self.end_load(key, loaded)?;
-        }
-        let entry = self.keys.get_mut(&key.key_id).expect("inserted above");
-        entry.used = Instant::now();
-        Ok(entry)
-    }
-
-    /// Make room for `key` (evicting as [`load`](Self::load) does) and reserve it, then return
-    /// its load, which borrows nothing: the worker serves online keys while it runs. Pass what
-    /// it returns to [`end_load`](Self::end_load).
+    /// Make room for `key` (evicting least recently used keys, never a key in `pinned` while
+    /// another can go) and reserve it, then return its load on `pool`, which borrows nothing:
+    /// the worker serves online keys while it runs. Pass what it returns to
+    /// [`end_load`](Self::end_load).
     pub(super) fn begin_load(
         &mut self,
-        state: &AppState,
+        state: &WorkerContext,
         pool: &Arc<rayon::ThreadPool>,
         key: &ActiveKey,
         pinned: &HashSet<String>,
-    ) -> impl std::future::Future<Output = anyhow::Result<Loaded>> + Send + 'static {
+    ) -> impl std::future::Future<Output = anyhow::Result<Loaded<S>>> + Send + 'static {
         self.make_room(pinned);
         self.loading += 1;
-        let (files, store, params) = (self.files.clone(), state.store.clone(), state.params);
+        let (files, store) = (self.files.clone(), state.store.clone());
         let (pool, key_id) = (pool.clone(), key.key_id.clone());
         async move {
             let started = Instant::now();
-            let (dk, _source) = files.load(&store, params, &pool, &key_id).await?;
+            let (loaded, _source) = files.load(&store, &pool, &key_id).await?;
             Ok(Loaded {
-                dk,
+                key: loaded,
                 secs: started.elapsed().as_secs_f64(),
             })
         }
@@ -137,18 +124,18 @@ impl KeyCache {
     pub(super) fn end_load(
         &mut self,
         key: &ActiveKey,
-        loaded: anyhow::Result<Loaded>,
+        loaded: anyhow::Result<Loaded<S>>,
     ) -> anyhow::Result<()> {
         self.loading -= 1;
-        let Loaded { dk, secs } = loaded?;
+        let Loaded { key: loaded, secs } = loaded?;
         self.load_secs = Some(self.load_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
-        let bytes = dk.memory_bytes() as u64;
+        let bytes = S::key_memory_bytes(&loaded);
         self.key_bytes = self.key_bytes.max(bytes);
         self.keys.insert(
             key.key_id.clone(),
             CachedKey {
-                dk,
-                acc: None,
+                key: loaded,
+                state: None,
                 cursor: key.cursor,
                 bytes,
                 used: Instant::now(),
@@ -158,14 +145,14 @@ impl KeyCache {
     }
 
     /// `key_id`'s entry, if it is cached, marked used now.
-    pub(super) fn touch(&mut self, key_id: &str) -> Option<&mut CachedKey> {
+    pub(super) fn touch(&mut self, key_id: &str) -> Option<&mut CachedKey<S>> {
         let entry = self.keys.get_mut(key_id)?;
         entry.used = Instant::now();
         Some(entry)
     }
 
     /// `key_id`'s entry, if it is cached.
-    pub(super) fn get_mut(&mut self, key_id: &str) -> Option<&mut CachedKey> {
+    pub(super) fn get_mut(&mut self, key_id: &str) -> Option<&mut CachedKey<S>> {
         self.keys.get_mut(key_id)
     }
 

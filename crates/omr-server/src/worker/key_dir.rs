@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
+use crate::scheme::DetectionScheme;
 use anyhow::Context;
-use omr_core::{DetectionKey, ParamSet};
 
 const EXT: &str = "key";
 /// A temporary file this old was left by a process that died while writing it.
@@ -172,8 +172,12 @@ impl KeyDir {
 
     /// Write `dk` to `key_id`'s file atomically, first deleting least recently used files
     /// until it fits the budget.
-    pub(super) fn write(&self, key_id: &str, dk: &DetectionKey) -> anyhow::Result<Written> {
-        let bytes = dk.expanded_len();
+    pub(super) fn write<S: DetectionScheme>(
+        &self,
+        key_id: &str,
+        key: &S::Key,
+    ) -> anyhow::Result<Written> {
+        let bytes = S::key_file_len(key);
         if bytes > self.budget {
             return Ok(Written {
                 bytes: 0,
@@ -187,7 +191,7 @@ impl KeyDir {
             std::process::id(),
             rand::random::<u32>()
         ));
-        let written = write_file(&tmp, &path, &self.dir, dk);
+        let written = write_file::<S>(&tmp, &path, &self.dir, key);
         if written.is_err() {
             let _ = fs::remove_file(&tmp);
         }
@@ -197,8 +201,13 @@ impl KeyDir {
     }
 }
 
-/// Write `dk` to `tmp` (mode 0600), fsync it, rename it to `path` and fsync `dir`.
-fn write_file(tmp: &Path, path: &Path, dir: &Path, dk: &DetectionKey) -> anyhow::Result<()> {
+/// Write `key` to `tmp` (mode 0600), fsync it, rename it to `path` and fsync `dir`.
+fn write_file<S: DetectionScheme>(
+    tmp: &Path,
+    path: &Path,
+    dir: &Path,
+    key: &S::Key,
+) -> anyhow::Result<()> {
     let mut options = OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -207,8 +216,7 @@ fn write_file(tmp: &Path, path: &Path, dir: &Path, dk: &DetectionKey) -> anyhow:
         .open(tmp)
         .with_context(|| format!("creating {}", tmp.display()))?;
     let mut w = BufWriter::with_capacity(1 << 16, file);
-    dk.write_expanded(&mut w)
-        .with_context(|| format!("writing {}", tmp.display()))?;
+    S::write_key_file(key, &mut w).with_context(|| format!("writing {}", tmp.display()))?;
     let file = w.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()
         .with_context(|| format!("syncing {}", tmp.display()))?;
@@ -219,11 +227,11 @@ fn write_file(tmp: &Path, path: &Path, dir: &Path, dk: &DetectionKey) -> anyhow:
     Ok(())
 }
 
-/// Read the expanded key at `path`: None when there is no file; its size with it.
-pub fn read_file(
+/// Read `scheme`'s key at `path`: None when there is no file; its size with it.
+pub(super) fn read_key_file<S: DetectionScheme>(
     path: &Path,
-    params: &'static ParamSet,
-) -> anyhow::Result<Option<(DetectionKey, u64)>> {
+    scheme: &S,
+) -> anyhow::Result<Option<(S::Key, u64)>> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -232,7 +240,7 @@ pub fn read_file(
     let bytes = file.metadata()?.len();
     // Readahead for the whole file; advice only, so a failure changes nothing.
     let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Sequential);
-    let dk = DetectionKey::read_expanded(&mut BufReader::with_capacity(1 << 16, &file), params)
+    let dk = (scheme.read_key_file(&mut BufReader::with_capacity(1 << 16, &file)))
         .with_context(|| format!("reading {}", path.display()))?;
     // The modification time is the last use, so that eviction order survives a restart.
     let _ = file.set_modified(SystemTime::now());
@@ -251,7 +259,8 @@ pub(super) fn safe_id(key_id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use omr_core::{keygen, INSECURE_TEST};
+    use crate::scheme::Tfhe;
+    use omr_core::{keygen, DetectionKey, INSECURE_TEST};
 
     fn key() -> DetectionKey {
         keygen(&INSECURE_TEST, 4).unwrap().detection_key.expand()
@@ -266,13 +275,14 @@ mod tests {
             .unwrap()
             .unwrap();
         for id in ["a", "b"] {
-            let w = dir.write(id, &dk).unwrap();
+            let w = dir.write::<Tfhe>(id, &dk).unwrap();
             assert_eq!((w.bytes, w.evicted), (len, 0));
         }
         // "a" is read again, so "b" is now the least recently used.
-        let (_, bytes) = read_file(&dir.path("a"), &INSECURE_TEST).unwrap().unwrap();
+        let tfhe = Tfhe::new(&INSECURE_TEST);
+        let (_, bytes) = read_key_file(&dir.path("a"), &tfhe).unwrap().unwrap();
         dir.record("a", bytes);
-        let w = dir.write("c", &dk).unwrap();
+        let w = dir.write::<Tfhe>("c", &dk).unwrap();
         assert_eq!((w.bytes, w.evicted), (len, 1));
         assert!(!dir.path("b").exists());
         let mut ids = dir.ids();
@@ -291,7 +301,7 @@ mod tests {
         let small = KeyDir::open(tmp.path().to_path_buf(), Some(len - 1))
             .unwrap()
             .unwrap();
-        let w = small.write("d", &dk).unwrap();
+        let w = small.write::<Tfhe>("d", &dk).unwrap();
         assert_eq!((w.bytes, w.evicted), (0, 0));
         assert!(!small.path("d").exists());
     }

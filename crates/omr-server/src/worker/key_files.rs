@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use omr_core::{CompressedDetectionKey, DetectionKey, ParamSet};
+use omr_core::{DetectionKey, ParamSet};
 use omr_store::Store;
 use tokio::sync::Semaphore;
 
@@ -26,7 +26,17 @@ use super::pool::on_pool;
 use crate::config::{Config, Role};
 use crate::metrics::Metrics;
 
-pub use super::key_dir::read_file;
+use super::key_dir::read_key_file;
+use crate::scheme::{DetectionScheme, Tfhe};
+
+/// Read the expanded omr-v1 / omr-v2 key at `path` (None when there is no file; its size with
+/// it), as `KeyFiles` does.
+pub fn read_file(
+    path: &std::path::Path,
+    params: &'static ParamSet,
+) -> anyhow::Result<Option<(DetectionKey, u64)>> {
+    read_key_file(path, &Tfhe::new(params))
+}
 
 /// The directory under `data_dir`.
 pub const KEY_FILES_DIR: &str = "expanded-keys";
@@ -55,9 +65,10 @@ impl LoadSource {
 /// The expanded-key files of this process (disabled when `key_disk_bytes` is 0 or the
 /// directory cannot be used). Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct KeyFiles {
+pub struct KeyFiles<S> {
     inner: Option<Arc<Inner>>,
     metrics: Metrics,
+    scheme: S,
 }
 
 #[derive(Debug)]
@@ -71,11 +82,11 @@ struct Inner {
     last_sweep: Mutex<Option<Instant>>,
 }
 
-impl KeyFiles {
-    /// The files under `config.data_dir`, within `config.key_disk_bytes` (unset: half the free
-    /// space there now). Scans what a previous run left; never fails: a directory it cannot use
-    /// disables the files (logged) and every load goes to the store.
-    pub fn open(config: &Config, metrics: &Metrics) -> KeyFiles {
+impl<S: DetectionScheme> KeyFiles<S> {
+    /// The files of `scheme`'s keys under `config.data_dir`, within `config.key_disk_bytes`
+    /// (unset: half the free space there now). Scans what a previous run left; never fails: a
+    /// directory it cannot use disables the files (logged) and every load goes to the store.
+    pub fn open(config: &Config, metrics: &Metrics, scheme: S) -> KeyFiles<S> {
         let metrics = metrics.clone();
         let dir = config.data_dir.join(KEY_FILES_DIR);
         let inner = match KeyDir::open(dir.clone(), config.key_disk_bytes) {
@@ -100,7 +111,16 @@ impl KeyFiles {
                 None
             }
         };
-        KeyFiles { inner, metrics }
+        KeyFiles {
+            inner,
+            metrics,
+            scheme,
+        }
+    }
+
+    /// The scheme whose keys these are.
+    pub fn scheme(&self) -> &S {
+        &self.scheme
     }
 
     /// `key_id`'s expanded key: from its file when that is there and sound, else from the store
@@ -108,15 +128,14 @@ impl KeyFiles {
     pub async fn load(
         &self,
         store: &Store,
-        params: &'static ParamSet,
         pool: &rayon::ThreadPool,
         key_id: &str,
-    ) -> anyhow::Result<(Arc<DetectionKey>, LoadSource)> {
+    ) -> anyhow::Result<(Arc<S::Key>, LoadSource)> {
         let inner = self.inner.as_ref().filter(|_| safe_id(key_id));
         if let Some(inner) = inner {
             self.maybe_sweep(inner, store);
             let started = Instant::now();
-            if let Some((dk, bytes)) = self.read(inner, key_id, params).await {
+            if let Some((dk, bytes)) = self.read(inner, key_id).await {
                 self.observe(LoadSource::Disk, started, bytes);
                 tracing::info!(%key_id, source = "disk", ms = started.elapsed().as_millis() as u64, bytes, "detection key loaded");
                 return Ok((Arc::new(dk), LoadSource::Disk));
@@ -129,13 +148,12 @@ impl KeyFiles {
             .ok_or_else(|| anyhow::anyhow!("key {key_id} has no stored bytes"))?;
         let fetch_ms = started.elapsed().as_millis() as u64;
         let len = bytes.len() as u64;
-        let dk = on_pool(pool, move || {
-            CompressedDetectionKey::from_bytes(&bytes).map(|k| k.expand())
-        })
-        .await?
-        .with_context(|| format!("decoding stored key {key_id}"))?;
+        let scheme = self.scheme.clone();
+        let dk = on_pool(pool, move || scheme.expand_key(&bytes))
+            .await?
+            .with_context(|| format!("decoding stored key {key_id}"))?;
         self.observe(LoadSource::Store, started, len);
-        tracing::info!(%key_id, source = "store", ms = started.elapsed().as_millis() as u64, fetch_ms, bytes = len, memory_bytes = dk.memory_bytes(), "detection key loaded");
+        tracing::info!(%key_id, source = "store", ms = started.elapsed().as_millis() as u64, fetch_ms, bytes = len, memory_bytes = S::key_memory_bytes(&dk), "detection key loaded");
         let dk = Arc::new(dk);
         if let Some(inner) = inner {
             self.spawn_write(inner, key_id, dk.clone());
@@ -178,15 +196,11 @@ impl KeyFiles {
 
     /// Read `key_id`'s file on a blocking thread; None when there is none or it is unusable
     /// (then it is deleted).
-    async fn read(
-        &self,
-        inner: &Arc<Inner>,
-        key_id: &str,
-        params: &'static ParamSet,
-    ) -> Option<(DetectionKey, u64)> {
+    async fn read(&self, inner: &Arc<Inner>, key_id: &str) -> Option<(S::Key, u64)> {
         let _permit = inner.reads.acquire().await.ok()?;
         let path = inner.dir.path(key_id);
-        let read = tokio::task::spawn_blocking(move || read_file(&path, params)).await;
+        let scheme = self.scheme.clone();
+        let read = tokio::task::spawn_blocking(move || read_key_file(&path, &scheme)).await;
         match read {
             Ok(Ok(Some((dk, bytes)))) => {
                 inner.dir.record(key_id, bytes);
@@ -211,7 +225,7 @@ impl KeyFiles {
     }
 
     /// Write `dk`'s file on a blocking thread unless a write is in progress.
-    fn spawn_write(&self, inner: &Arc<Inner>, key_id: &str, dk: Arc<DetectionKey>) {
+    fn spawn_write(&self, inner: &Arc<Inner>, key_id: &str, dk: Arc<S::Key>) {
         let Ok(permit) = inner.writes.clone().try_acquire_owned() else {
             tracing::debug!(%key_id, "expanded key file not written: another write in progress");
             self.event("write_skipped");
@@ -221,7 +235,7 @@ impl KeyFiles {
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let started = Instant::now();
-            match inner.dir.write(&key_id, &dk) {
+            match inner.dir.write::<S>(&key_id, &dk) {
                 Ok(Written { bytes, evicted }) => {
                     (0..evicted).for_each(|_| this.event("evicted"));
                     if bytes > 0 {
@@ -276,13 +290,17 @@ impl KeyFiles {
     }
 }
 
+/// The FFT plans this process pinned, one `size algorithm base` line per size.
+static PINNED_PLANS: Mutex<String> = Mutex::new(String::new());
+
 /// Pin tfhe-rs's FFT plans to those recorded in `data_dir/expanded-keys/fft-plans` (measured
 /// and recorded on the first run), so that the files one run of omrd writes are valid in the
 /// next: the Fourier-domain layout of a key depends on the plans, which tfhe-rs otherwise picks
-/// by timing in each process. omrd's `main` calls it before anything transforms a polynomial;
-/// a process that does not (tests, `omr demo`) reuses its files only while it runs — a file
-/// laid out by other plans fails its fingerprint check and the key is expanded again. Nothing
-/// to do when the files are disabled or the process runs no worker.
+/// by timing in each process. `Application::build` calls it, before its worker transforms a
+/// polynomial. Plans this process pinned already take precedence over the file (a process may
+/// host several servers — tests, `omr demo` — and replacing a plan in use would spoil every key
+/// expanded under it); the file then records what the process runs. Nothing to do when the
+/// files are disabled or the process runs no worker.
 pub fn pin_fft_plans(config: &Config) {
     if config.key_disk_bytes == Some(0) || config.role == Role::Api {
         return;
@@ -293,7 +311,16 @@ pub fn pin_fft_plans(config: &Config) {
     let dir = config.data_dir.join(KEY_FILES_DIR);
     let path = dir.join("fft-plans");
     let old = fs::read_to_string(&path).unwrap_or_default();
-    let new = omr_core::pin_fft_plans(params, &old);
+    let mut pinned = PINNED_PLANS.lock().expect("pinned FFT plans");
+    let new = omr_core::pin_fft_plans(params, &format!("{pinned}{old}"));
+    for line in new.lines() {
+        let size = line.split_whitespace().next();
+        if !pinned.lines().any(|l| l.split_whitespace().next() == size) {
+            pinned.push_str(line);
+            pinned.push('\n');
+        }
+    }
+    drop(pinned);
     tracing::info!(plans = %new.trim().replace('\n', "; "), recorded = (new == old), "FFT plans pinned");
     if new != old {
         let tmp = dir.join("fft-plans.tmp");

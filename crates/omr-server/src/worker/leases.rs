@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use omr_store::StoreError;
 
-use crate::state::AppState;
+use super::WorkerContext;
 
 /// What the worker held at its last renewal, kept across restarts of its loop (a restarted loop
 /// keeps its leases: they are not counted as acquired again).
@@ -29,7 +29,7 @@ pub(super) struct Leases {
 impl Leases {
     /// The leases of the worker id `owner` (see [`worker_id`]): those `carried` from an earlier
     /// incarnation of the loop, until the first renewal says what it holds now.
-    pub(super) fn new(state: &AppState, owner: String, carried: Held) -> Self {
+    pub(super) fn new(state: &WorkerContext, owner: String, carried: Held) -> Self {
         let lease = Duration::from_secs(state.config.lease_secs.max(1));
         let held = carried.lock().map(|h| h.clone()).unwrap_or_default();
         tracing::info!(worker_id = %owner, lease_secs = lease.as_secs(), kept = held.len(), "leasing keys");
@@ -50,7 +50,7 @@ impl Leases {
 
     /// Renew the heartbeat and the leases, taking or giving back keys towards this worker's
     /// share; log and count what changed.
-    pub(super) async fn renew(&mut self, state: &AppState) -> Result<(), StoreError> {
+    pub(super) async fn renew(&mut self, state: &WorkerContext) -> Result<(), StoreError> {
         let grant = state.store.acquire_leases(&self.owner, self.lease).await?;
         self.record_changes(state, &grant.keys, &grant.given_back);
         if grant.live_workers != self.live_workers {
@@ -74,7 +74,7 @@ impl Leases {
 
     /// A round can be long (a key load takes ≈ 1.8 s, a batch up to a few seconds): renew
     /// before a third of the lease is gone.
-    pub(super) async fn renew_if_due(&mut self, state: &AppState) {
+    pub(super) async fn renew_if_due(&mut self, state: &WorkerContext) {
         if self.renewed_at.elapsed() > self.lease / 3 {
             if let Err(e) = self.renew(state).await {
                 tracing::error!(error = %e, "renewing leases failed");
@@ -85,7 +85,7 @@ impl Leases {
     /// Log and count the keys in `leased` not held before, then those held before but not now:
     /// `given_back` towards the fair share (`rebalanced`), or lost (`released`: the lease expired
     /// and another worker took the key, or the key was deleted).
-    fn record_changes(&self, state: &AppState, leased: &[String], given_back: &[String]) {
+    fn record_changes(&self, state: &WorkerContext, leased: &[String], given_back: &[String]) {
         let changes = &state.metrics.lease_changes;
         for k in leased.iter().filter(|k| !self.held.contains(k)) {
             tracing::info!(key_id = %k, worker_id = %self.owner, "lease acquired");
@@ -105,7 +105,7 @@ impl Leases {
 
 /// Give every lease and the heartbeat of `owner` back, so that other workers need not wait for
 /// them to expire.
-pub(super) async fn release(state: &AppState, owner: &str) {
+pub(super) async fn release(state: &WorkerContext, owner: &str) {
     if let Err(e) = state.store.release_leases(owner).await {
         tracing::warn!(error = %e, "releasing leases failed; they expire by themselves");
     }
@@ -115,7 +115,7 @@ pub(super) async fn release(state: &AppState, owner: &str) {
 /// (a restarted worker loop keeps it, and with it its leases). With the embedded store there is one
 /// process: a fixed name lets a restart after a crash resume at once instead of waiting for its
 /// previous leases to expire.
-pub(super) fn worker_id(state: &AppState) -> String {
+pub(super) fn worker_id(state: &WorkerContext) -> String {
     state.config.worker_id.clone().unwrap_or_else(|| {
         if state.store.is_embedded() {
             "embedded".to_string()

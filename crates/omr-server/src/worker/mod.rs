@@ -9,10 +9,15 @@
 //! key next), `turn` (serving one key until it yields), `leases` (taking, renewing and releasing
 //! them), `cache` (expanded keys within the memory budget), `key_files` (loading them: expanded
 //! files on local disk, or the store; `key_dir`, the files' directory), `step` (one batch for one
-//! key), `pool` (the rayon pools: bulk, and online at a higher priority), `publish` (what it does, for GetKeyStatus), `supervise`
-//! (restarting the loop when it fails), `retention`.
+//! key), `pool` (the rayon pools, one per `Lane`: bulk, and online at a higher priority),
+//! `publish` (what it does, for GetKeyStatus), `supervise` (restarting the loop when it fails),
+//! `retention`, and `context` (`WorkerContext`, what it all works with, and the job hooks).
+//!
+//! The loop is generic over the detection scheme (`crate::scheme`): [`run`] dispatches on the
+//! server's scheme once; the scheme expands keys, detects and folds, and encodes what is stored.
 
 mod cache;
+mod context;
 mod key_dir;
 pub mod key_files;
 mod leases;
@@ -32,19 +37,22 @@ use omr_store::ActiveKey;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::state::AppState;
+use crate::scheme::{DetectionScheme, Scheme};
 
 use cache::KeyCache;
 use leases::Leases;
 use schedule::{KeyView, Pick, Policy, Queue};
 
+pub use context::{JobHooks, NoHooks, WorkerContext};
+pub use pool::Lane;
 pub use retention::retention;
 
 /// What the worker loop holds from one turn to the next.
-struct Worker {
-    state: Arc<AppState>,
+struct Worker<S: DetectionScheme> {
+    state: Arc<WorkerContext>,
+    scheme: S,
     pools: pool::Pools,
-    cache: KeyCache,
+    cache: KeyCache<S>,
     leases: Leases,
     queue: Queue,
     poll: Duration,
@@ -64,7 +72,17 @@ struct Plan {
 
 /// The worker, supervised: the loop runs until `cancel` fires (after finishing the batch in
 /// progress), restarted with backoff when it fails; then the leases are released.
-pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
+pub async fn run(state: Arc<WorkerContext>, scheme: Scheme, cancel: CancellationToken) {
+    match scheme {
+        Scheme::Tfhe(s) => run_with(state, s, cancel).await,
+    }
+}
+
+async fn run_with<S: DetectionScheme>(
+    state: Arc<WorkerContext>,
+    scheme: S,
+    cancel: CancellationToken,
+) {
     let pools = pool::Pools::new(&state.config);
     let owner = leases::worker_id(&state);
     tracing::info!(
@@ -78,7 +96,7 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
     let held = leases::Held::default();
     supervise::supervise(&state, &cancel, |incarnation| {
         let leases = Leases::new(&state, owner.clone(), held.clone());
-        let mut worker = Worker::new(state.clone(), pools.clone(), leases);
+        let mut worker = Worker::new(state.clone(), scheme.clone(), pools.clone(), leases);
         async move {
             worker.serve_until(&incarnation).await;
             Ok(())
@@ -92,7 +110,7 @@ pub async fn run(state: Arc<AppState>, cancel: CancellationToken) {
 
 /// Wake the loop on other processes' commits, which arrive as store notifications (PostgreSQL
 /// LISTEN/NOTIFY; nothing on SQLite); our own arrive by `board_notify`.
-fn spawn_board_listener(state: &AppState, cancel: &CancellationToken) -> JoinHandle<()> {
+fn spawn_board_listener(state: &WorkerContext, cancel: &CancellationToken) -> JoinHandle<()> {
     let (store, notify, cancel) = (
         state.store.clone(),
         state.board_notify.clone(),
@@ -106,9 +124,9 @@ fn spawn_board_listener(state: &AppState, cancel: &CancellationToken) -> JoinHan
     })
 }
 
-impl Worker {
-    fn new(state: Arc<AppState>, pools: pool::Pools, leases: Leases) -> Self {
-        let cache = KeyCache::new(&state);
+impl<S: DetectionScheme> Worker<S> {
+    fn new(state: Arc<WorkerContext>, scheme: S, pools: pool::Pools, leases: Leases) -> Self {
+        let cache = KeyCache::new(&state, scheme.clone());
         let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
         state
             .metrics
@@ -117,6 +135,7 @@ impl Worker {
             .set(cache.budget() as i64);
         Self {
             state,
+            scheme,
             pools,
             cache,
             leases,
@@ -144,11 +163,11 @@ impl Worker {
                 .queue
                 .pick(&plan.views, plan.head, self.policy(), Instant::now());
             match pick {
-                Pick::Serve { key_id, online } => {
+                Pick::Serve { key_id, lane } => {
                     self.publish(&plan, Some(&key_id)).await;
                     // A failing key goes to the back of the queue; pause so that a key that
                     // fails every time does not spin the loop.
-                    if !self.serve_turn(&plan, &key_id, online, cancel).await
+                    if !self.serve_turn(&plan, &key_id, lane, cancel).await
                         && !self.pause(cancel).await
                     {
                         break;

@@ -20,15 +20,41 @@ pub(super) struct JobPanicked(pub(super) String);
 /// so an online key's detection gets about nine tenths of a core it shares with bulk work.
 pub(super) const BULK_NICE: i32 = 10;
 
-/// The worker's two detection pools, `worker_threads` threads each (one per core when 0).
-/// `bulk` runs offline keys and their loads at a lower scheduling priority ([`BULK_NICE`]);
-/// `online` runs keys of online recipients at the process's own. The loop serves online keys
-/// while a bulk job is in flight, and the kernel gives them the cores: an online recipient's new
-/// message does not wait for a batch of offline keys to finish.
+/// A detection lane: which pool a key's work runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Keys of online recipients, at the process's own priority.
+    Online,
+    /// Offline keys and key loads, at a lower priority ([`BULK_NICE`]).
+    Bulk,
+}
+
+impl Lane {
+    /// The lane of a key whose recipient is (or is not) online.
+    pub fn of(online: bool) -> Lane {
+        if online {
+            Lane::Online
+        } else {
+            Lane::Bulk
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Online => "online",
+            Lane::Bulk => "bulk",
+        }
+    }
+}
+
+/// The worker's two detection pools, one per [`Lane`], `worker_threads` threads each (one per
+/// core when 0). The loop serves online keys while a bulk job is in flight, and the kernel gives
+/// them the cores: an online recipient's new message does not wait for a batch of offline keys
+/// to finish.
 #[derive(Clone)]
 pub(super) struct Pools {
-    pub(super) bulk: Arc<rayon::ThreadPool>,
-    pub(super) online: Arc<rayon::ThreadPool>,
+    bulk: Arc<rayon::ThreadPool>,
+    online: Arc<rayon::ThreadPool>,
 }
 
 impl Pools {
@@ -53,6 +79,14 @@ impl Pools {
         Pools {
             bulk: Arc::new(bulk),
             online: Arc::new(online),
+        }
+    }
+
+    /// The pool of `lane`.
+    pub(super) fn of(&self, lane: Lane) -> &Arc<rayon::ThreadPool> {
+        match lane {
+            Lane::Online => &self.online,
+            Lane::Bulk => &self.bulk,
         }
     }
 
@@ -115,7 +149,7 @@ mod tests {
         let pools = Pools::new(&config);
         let own = rustix::process::getpriority_process(None).expect("getpriority");
         assert_eq!(pools.threads(), 2);
-        assert_eq!(nice_on(&pools.online), own);
-        assert_eq!(nice_on(&pools.bulk), (own + BULK_NICE).min(19));
+        assert_eq!(nice_on(pools.of(Lane::Online)), own);
+        assert_eq!(nice_on(pools.of(Lane::Bulk)), (own + BULK_NICE).min(19));
     }
 }

@@ -42,7 +42,7 @@ fn changed(old: Option<&(&'static str, Option<i64>)>, new: &(&'static str, Optio
     }
 }
 
-impl Worker {
+impl<S: crate::scheme::DetectionScheme> Worker<S> {
     /// Publish `serving` as detecting and every other key of `plan` with a backlog as waiting,
     /// with the estimated time each will be caught up. Failures are logged, never fatal.
     pub(super) async fn publish(&mut self, plan: &Plan, serving: Option<&str>) {

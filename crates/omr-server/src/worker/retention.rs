@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::WorkerContext;
 use crate::config::Config;
-use crate::state::AppState;
 
 /// Messages and accumulators one retention pass deletes at most.
 const RETENTION_BATCH: u32 = 1000;
 
 /// Apply the configured retention every `retention_interval_secs`, in small batches.
-pub async fn retention(state: Arc<AppState>, cancel: CancellationToken) {
+pub async fn retention(state: Arc<WorkerContext>, cancel: CancellationToken) {
     if state.config.retain_messages.is_none() && state.config.retain_digest_messages.is_none() {
         return;
     }
@@ -43,10 +43,9 @@ pub async fn retention(state: Arc<AppState>, cancel: CancellationToken) {
 
 /// Delete, in batches, the attachments of the epochs that end before the digests kept (a
 /// recipient that cannot get a digest cannot learn an index to fetch); how many went.
-async fn delete_attachments(state: &AppState, head: u64) -> u64 {
-    let len = crate::pir::epoch_len(&state.config, state.params);
-    let before =
-        crate::pir::attachments_retired_below(state.config.retain_digest_messages, len, head);
+async fn delete_attachments(state: &WorkerContext, head: u64) -> u64 {
+    let len = state.epochs.len();
+    let before = (state.epochs).retired_below(state.config.retain_digest_messages, head);
     let mut deleted = 0;
     if before == 0 {
         return 0;
@@ -83,7 +82,7 @@ fn retention_bounds(config: &Config, head: u64) -> (u64, u64) {
 /// Delete in batches until nothing is left or a pass fails (logged); (messages, epochs)
 /// deleted, or `None` when `cancel` fired between passes.
 async fn apply_in_batches(
-    state: &AppState,
+    state: &WorkerContext,
     cancel: &CancellationToken,
     keep_from: u64,
     acc_before: u64,

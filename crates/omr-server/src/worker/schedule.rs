@@ -26,6 +26,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use super::pool::Lane;
+
 /// The share of detection time key loads may take: a key not in memory is loaded for a batch of
 /// at least `load / (LOAD_SHARE × per-message detection)` messages (before `key_max_wait_secs`).
 pub(super) const LOAD_SHARE: f64 = 0.05;
@@ -46,7 +48,7 @@ pub(super) struct KeyView {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Pick {
     /// Serve this key now.
-    Serve { key_id: String, online: bool },
+    Serve { key_id: String, lane: Lane },
     /// Nothing worth doing now: wait for new messages, or until `until` (when a deferred key's
     /// wait runs out).
     Idle { until: Option<Instant> },
@@ -130,13 +132,13 @@ impl Queue {
             if k.online || k.cached || policy.room || head - k.cursor >= policy.min_batch {
                 return Pick::Serve {
                     key_id: k.key_id.clone(),
-                    online: k.online,
+                    lane: Lane::of(k.online),
                 };
             }
             if waited >= policy.max_wait {
                 return Pick::Serve {
                     key_id: k.key_id.clone(),
-                    online: false,
+                    lane: Lane::Bulk,
                 };
             }
             let due = now + (policy.max_wait - waited);
@@ -210,7 +212,7 @@ mod tests {
     fn serve(id: &str, online: bool) -> Pick {
         Pick::Serve {
             key_id: id.into(),
-            online,
+            lane: Lane::of(online),
         }
     }
 

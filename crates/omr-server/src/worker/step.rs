@@ -1,17 +1,17 @@
-//! One batch for one key: read the messages after its cursor, pick or resume its accumulator,
-//! detect on the rayon pool, fold, and commit accumulator and cursor with a compare-and-set.
+//! One batch for one key, in three parts the turn runs in order: [`prepare`] (read the messages
+//! after its cursor, pick or resume its state), [`Job::run`] (detect and fold on a pool through
+//! the scheme, then commit state and cursor with a compare-and-set) and [`finish`] (wake who
+//! waits, count, keep the state open).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use omr_core::{Accumulator, Clue, DetectionKey, FoldScratch, OmrError, Pertinency};
 use omr_store::{ActiveKey, StoreError, StoredAccumulator, StoredMessage};
-use rayon::prelude::*;
 
 use super::cache::{CachedKey, KeyCache};
-use super::pool::on_pool;
-use crate::state::AppState;
+use super::pool::{on_pool, Lane};
+use super::WorkerContext;
+use crate::scheme::DetectionScheme;
 
 /// What one batch did.
 pub(super) struct Batch {
@@ -28,118 +28,93 @@ impl Batch {
     };
 }
 
-/// Detect and commit one batch of at most `limit` messages for `key` on `pool`, loading the key
-/// first if it is not in memory (without evicting a key in `pinned` while another can go).
-pub(super) async fn step(
-    state: &Arc<AppState>,
-    pool: &Arc<rayon::ThreadPool>,
-    cache: &mut KeyCache,
+/// Whether `key` has a message to detect (a cheap check before loading it).
+pub(super) async fn has_work<S: DetectionScheme>(
+    state: &WorkerContext,
+    cache: &KeyCache<S>,
     key: &ActiveKey,
-    limit: usize,
-    pinned: &HashSet<String>,
-) -> anyhow::Result<Batch> {
-    if !cache.contains(&key.key_id) {
-        // Cheap check first: anything to load the key for?
-        if read_batch(state, next_index(cache, key), 1)
-            .await?
-            .is_empty()
-        {
-            return Ok(Batch::NOTHING);
-        }
-        cache.load(state, pool, key, pinned).await?;
-    }
-    let Some(job) = prepare(state, cache, key, limit).await? else {
-        return Ok(Batch::NOTHING);
-    };
-    let done = job.run(state.clone(), pool.clone(), false).await?;
-    Ok(finish(state, cache, done))
+) -> Result<bool, StoreError> {
+    let batch = read_batch(state, next_index(cache, key), 1).await?;
+    Ok(!batch.is_empty())
 }
 
-/// One batch ready to detect: a key's messages after its cursor, the key, and the accumulator
-/// they fold into.
-pub(super) struct Job {
+/// One batch ready to detect: a key's messages after its cursor, the key, and the state they
+/// fold into.
+pub(super) struct Job<S: DetectionScheme> {
     key_id: String,
     cursor: u64,
     messages: Vec<StoredMessage>,
-    dk: Arc<DetectionKey>,
-    acc: Accumulator,
+    key: Arc<S::Key>,
+    state: S::State,
 }
 
 /// `key`'s next batch of at most `limit` messages, none past its epoch's end; None when it has
 /// nothing to detect or is not in memory.
-pub(super) async fn prepare(
-    state: &AppState,
-    cache: &mut KeyCache,
+pub(super) async fn prepare<S: DetectionScheme>(
+    ctx: &WorkerContext,
+    cache: &mut KeyCache<S>,
     key: &ActiveKey,
     limit: usize,
-) -> anyhow::Result<Option<Job>> {
-    let epoch = state.config.epoch_len.clamp(1, state.params.max_range);
+) -> anyhow::Result<Option<Job<S>>> {
     let cursor = next_index(cache, key);
-    let messages = read_batch(state, cursor, limit).await?;
+    let messages = read_batch(ctx, cursor, limit).await?;
     if messages.is_empty() {
         return Ok(None);
     }
+    let scheme = cache.scheme().clone();
     let Some(entry) = cache.touch(&key.key_id) else {
         return Ok(None);
     };
     if entry.cursor != cursor {
-        entry.acc = None;
+        entry.state = None;
         entry.cursor = cursor;
     }
-    let (dk, open) = (entry.dk.clone(), entry.acc.take());
-    let acc = resume(state, key, &dk, open, cursor, epoch).await?;
+    let (dk, open) = (entry.key.clone(), entry.state.take());
+    let state = resume(&scheme, ctx, key, &dk, open, cursor).await?;
     Ok(Some(Job {
         key_id: key.key_id.clone(),
         cursor,
         messages,
-        dk,
-        acc,
+        key: dk,
+        state,
     }))
 }
 
-/// What a job did: its accumulator, committed (None: the cursor had moved).
-pub(super) struct Done {
+/// What a job did: its state, committed (None: the cursor had moved).
+pub(super) struct Done<S: DetectionScheme> {
     key_id: String,
     cursor: u64,
     count: usize,
     seconds: f64,
-    folded: Option<Accumulator>,
+    folded: Option<S::State>,
 }
 
-impl Job {
-    /// Detect and fold on `pool` (the bulk pool when `bulk`), then commit accumulator and
-    /// cursor. Borrows nothing of the worker, so that the loop can serve online keys while it
-    /// runs.
+impl<S: DetectionScheme> Job<S> {
+    /// Detect and fold on `pool` (the pool of `lane`), then commit state and cursor. Borrows
+    /// nothing of the worker, so that the loop can serve online keys while it runs.
     pub(super) async fn run(
         self,
-        state: Arc<AppState>,
+        ctx: Arc<WorkerContext>,
         pool: Arc<rayon::ThreadPool>,
-        bulk: bool,
-    ) -> anyhow::Result<Done> {
+        lane: Lane,
+    ) -> anyhow::Result<Done<S>> {
         let Job {
             key_id,
             cursor,
             messages,
-            dk,
-            acc,
+            key,
+            state,
         } = self;
         let count = messages.len();
         let started = Instant::now();
-        let inject_panic = state.take_injected_panic();
-        let hold = bulk.then(|| state.clone());
+        let hooks = ctx.hooks.clone();
         let folded = on_pool(&pool, move || {
-            if let Some(state) = hold {
-                state.wait_while_bulk_held();
-            }
-            assert!(
-                !inject_panic,
-                "injected detection panic (test fault injection)"
-            );
-            detect_and_fold(&dk, acc, &messages)
+            hooks.before_job(lane);
+            S::detect_and_fold(&key, state, &messages)
         })
         .await??;
         let seconds = started.elapsed().as_secs_f64();
-        let committed = commit(&state, &key_id, cursor, &folded).await?;
+        let committed = commit::<S>(&ctx, &key_id, cursor, &folded).await?;
         Ok(Done {
             key_id,
             cursor,
@@ -150,9 +125,13 @@ impl Job {
     }
 }
 
-/// After a job: wake who waits for the key, count, and keep its accumulator open in the cache
-/// (or, when the cursor had moved, forget the key so that its next batch reloads it).
-pub(super) fn finish(state: &AppState, cache: &mut KeyCache, done: Done) -> Batch {
+/// After a job: wake who waits for the key, count, and keep its state open in the cache (or,
+/// when the cursor had moved, forget the key so that its next batch reloads it).
+pub(super) fn finish<S: DetectionScheme>(
+    ctx: &WorkerContext,
+    cache: &mut KeyCache<S>,
+    done: Done<S>,
+) -> Batch {
     let Done {
         key_id,
         cursor,
@@ -166,20 +145,20 @@ pub(super) fn finish(state: &AppState, cache: &mut KeyCache, done: Done) -> Batc
         cache.remove(&key_id);
         return Batch::NOTHING;
     };
-    state.progress.publish(&key_id, folded.end()); // wakes calls waiting for this key
-    state.metrics.detections.inc_by(count as u64);
-    state.metrics.detect_batch_seconds.observe(seconds);
-    let epoch = state.config.epoch_len.clamp(1, state.params.max_range);
-    tracing::debug!(%key_id, count, cursor = folded.end(), "batch committed");
+    let end = S::range(&folded).1;
+    ctx.progress.publish(&key_id, end); // wakes calls waiting for this key
+    ctx.metrics.detections.inc_by(count as u64);
+    ctx.metrics.detect_batch_seconds.observe(seconds);
+    tracing::debug!(%key_id, count, cursor = end, "batch committed");
     // An online key's load may have evicted it meanwhile; the store has its cursor.
     if let Some(entry) = cache.get_mut(&key_id) {
-        keep_open(entry, folded, epoch);
+        keep_open(ctx, entry, folded);
     }
     Batch { count, seconds }
 }
 
 /// The next board index to detect for `key`: its cached cursor, unless the store's is ahead.
-fn next_index(cache: &KeyCache, key: &ActiveKey) -> u64 {
+fn next_index<S: DetectionScheme>(cache: &KeyCache<S>, key: &ActiveKey) -> u64 {
     match cache.cursor(&key.key_id) {
         Some(c) if c >= key.cursor => c,
         _ => key.cursor,
@@ -189,14 +168,13 @@ fn next_index(cache: &KeyCache, key: &ActiveKey) -> u64 {
 /// The board messages from `cursor` on without a gap: at most `limit`, and none past the end of
 /// `cursor`'s epoch.
 async fn read_batch(
-    state: &AppState,
+    ctx: &WorkerContext,
     cursor: u64,
     limit: usize,
 ) -> Result<Vec<StoredMessage>, StoreError> {
-    let epoch = state.config.epoch_len.clamp(1, state.params.max_range);
-    let boundary = (cursor / epoch + 1) * epoch;
+    let boundary = ctx.epochs.next_boundary(cursor);
     let limit = (limit as u64).min(boundary - cursor).max(1) as u32;
-    let messages = state.store.read(cursor, limit).await?;
+    let messages = ctx.store.read(cursor, limit).await?;
     Ok(messages
         .into_iter()
         .enumerate()
@@ -205,84 +183,50 @@ async fn read_batch(
         .collect())
 }
 
-/// The accumulator to continue: the open one, the stored one ending here, or a new epoch.
-async fn resume(
-    state: &AppState,
+/// The state to continue: the open one, the stored one ending here, or a new epoch's.
+async fn resume<S: DetectionScheme>(
+    scheme: &S,
+    ctx: &WorkerContext,
     key: &ActiveKey,
-    dk: &DetectionKey,
-    open: Option<Accumulator>,
+    dk: &S::Key,
+    open: Option<S::State>,
     cursor: u64,
-    epoch: u64,
-) -> anyhow::Result<Accumulator> {
+) -> anyhow::Result<S::State> {
+    let boundary = ctx.epochs.is_boundary(cursor);
     Ok(match open {
-        Some(a) if a.end() == cursor && !cursor.is_multiple_of(epoch) => a,
-        _ if cursor.is_multiple_of(epoch) || cursor == key.start_index => {
-            dk.new_accumulator(cursor)
-        }
-        _ => match state
-            .store
+        Some(a) if S::range(&a).1 == cursor && !boundary => a,
+        _ if boundary || cursor == key.start_index => S::new_state(dk, cursor),
+        _ => match (ctx.store)
             .accumulator_ending_at(&key.key_id, cursor)
             .await?
         {
-            Some(row) => Accumulator::from_bytes(&row.data)?,
-            None => dk.new_accumulator(cursor),
+            Some(row) => scheme.decode_state(&row.data)?,
+            None => S::new_state(dk, cursor),
         },
     })
 }
 
-/// Detect every message and fold each into `acc` in index order. Runs on the pool.
-fn detect_and_fold(
-    dk: &DetectionKey,
-    mut acc: Accumulator,
-    messages: &[StoredMessage],
-) -> anyhow::Result<Accumulator> {
-    let pvs = detect(dk, messages)?;
-    let mut scratch = FoldScratch::default();
-    for (m, pv) in messages.iter().zip(&pvs) {
-        dk.fold(&mut acc, m.index, pv, &m.payload, &mut scratch)?;
-    }
-    Ok(acc)
-}
-
-/// The pertinency of every message, in order. Runs on the pool.
-fn detect(dk: &DetectionKey, messages: &[StoredMessage]) -> Result<Vec<Pertinency>, OmrError> {
-    let clues: Vec<Clue> = messages
-        .iter()
-        .map(|m| Clue::from_bytes(&m.clue))
-        .collect::<Result<_, _>>()?;
-    // Split the batch over the pool's threads; each part still shares its key loads.
-    let threads = rayon::current_num_threads().max(1);
-    let part = clues.len().div_ceil(threads).max(1);
-    let parts: Vec<Vec<_>> = clues
-        .par_chunks(part)
-        .map(|c| dk.detect_batch(&c.iter().collect::<Vec<_>>()))
-        .collect::<Result<_, _>>()?;
-    Ok(parts.into_iter().flatten().collect())
-}
-
 /// Commit `folded` and move `key_id`'s cursor to its end, only if the cursor is still at
 /// `cursor`; false when it is not.
-async fn commit(
-    state: &AppState,
+async fn commit<S: DetectionScheme>(
+    ctx: &WorkerContext,
     key_id: &str,
     cursor: u64,
-    folded: &Accumulator,
+    folded: &S::State,
 ) -> Result<bool, StoreError> {
+    let (start, end) = S::range(folded);
     let row = StoredAccumulator {
-        start: folded.start(),
-        end: folded.end(),
-        data: folded.to_bytes(),
+        start,
+        end,
+        data: S::encode_state(folded),
     };
-    state.store.commit_progress(key_id, cursor, &row).await
+    ctx.store.commit_progress(key_id, cursor, &row).await
 }
 
 /// After a commit: the cached cursor moves to `folded`'s end, and `folded` stays open unless
 /// it completed its epoch.
-fn keep_open(entry: &mut CachedKey, folded: Accumulator, epoch: u64) {
-    entry.cursor = folded.end();
-    entry.acc = if folded.end().is_multiple_of(epoch) {
-        None
-    } else {
-        Some(folded)
-    };
+fn keep_open<S: DetectionScheme>(ctx: &WorkerContext, entry: &mut CachedKey<S>, folded: S::State) {
+    let end = S::range(&folded).1;
+    entry.cursor = end;
+    entry.state = (!ctx.epochs.is_boundary(end)).then_some(folded);
 }

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::WorkerContext;
 use crate::health::RESTART_WINDOW;
-use crate::state::AppState;
 
 /// The first delay before a restart, and the longest.
 const FIRST_DELAY: Duration = Duration::from_secs(1);
@@ -42,8 +42,11 @@ struct Incarnation {
 
 /// Run `start(cancel)` (one incarnation of the worker loop; it returns when `cancel` fires)
 /// until the process's `cancel` fires, starting it again after each failure.
-pub(super) async fn supervise<F, Fut>(state: &AppState, cancel: &CancellationToken, mut start: F)
-where
+pub(super) async fn supervise<F, Fut>(
+    state: &WorkerContext,
+    cancel: &CancellationToken,
+    mut start: F,
+) where
     F: FnMut(CancellationToken) -> Fut,
     Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
 {

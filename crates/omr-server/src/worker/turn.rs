@@ -8,33 +8,27 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use super::{step, supervise, Plan, Worker};
+use omr_store::ActiveKey;
 
-impl Worker {
+use super::pool::Lane;
+use super::{step, supervise, Plan, Worker};
+use crate::scheme::Detection;
+
+impl<S: crate::scheme::DetectionScheme> Worker<S> {
     /// Serve `key_id` (a key of `plan`) until it caught up or yields; requeue it if it still
     /// has messages to detect. False when a batch failed (logged).
     pub(super) async fn serve_turn(
         &mut self,
         plan: &Plan,
         key_id: &str,
-        online: bool,
+        lane: Lane,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> bool {
         let Some(key) = plan.keys.iter().find(|k| k.key_id == key_id).cloned() else {
             return true;
         };
-        let epoch = self
-            .state
-            .config
-            .epoch_len
-            .clamp(1, self.state.params.max_range);
-        let limit = self.state.config.detect_batch.max(1);
+        let epochs = self.state.epochs;
         let min_batch = self.policy().min_batch;
-        let pool = if online {
-            self.pools.online.clone()
-        } else {
-            self.pools.bulk.clone()
-        };
         let mut served = 0u64;
         let mut ok = true;
         while !cancel.is_cancelled() {
@@ -42,23 +36,9 @@ impl Worker {
             if !self.leases.holds(key_id) {
                 break;
             }
+            let online = lane == Lane::Online;
             let span = tracing::info_span!("detect_batch", key_id = %key_id, online);
-            let batch = async {
-                if !self.cache.contains(key_id) {
-                    let load = self
-                        .cache
-                        .begin_load(&self.state, &pool, &key, &plan.online);
-                    let loaded = self.alongside_online(plan, key_id, load).await;
-                    self.cache.end_load(&key, loaded)?;
-                }
-                let Some(job) = step::prepare(&self.state, &mut self.cache, &key, limit).await?
-                else {
-                    return Ok(step::Batch::NOTHING);
-                };
-                let run = job.run(self.state.clone(), pool.clone(), !online);
-                let done = self.alongside_online(plan, key_id, run).await?;
-                Ok::<_, anyhow::Error>(step::finish(&self.state, &mut self.cache, done))
-            };
+            let batch = self.one_batch(plan, &key, lane, true);
             let batch = match batch.instrument(span).await {
                 Ok(b) => b,
                 Err(e) => {
@@ -73,12 +53,49 @@ impl Worker {
             served += batch.count as u64;
             self.record(batch.count, batch.seconds);
             let cursor = self.cache.cursor(key_id).unwrap_or(key.cursor);
-            if cursor.is_multiple_of(epoch) && served >= min_batch {
+            if epochs.is_boundary(cursor) && served >= min_batch {
                 break;
             }
         }
         self.queue.requeue(key_id, Instant::now());
         ok
+    }
+
+    /// One batch of `key` on `lane`'s pool: load the key if it is not in memory (and has
+    /// anything to detect), then prepare, detect and commit, and finish. With `alongside`, the
+    /// load and the job run as tasks of their own while the loop serves the other online keys
+    /// of `plan` as messages arrive.
+    async fn one_batch(
+        &mut self,
+        plan: &Plan,
+        key: &ActiveKey,
+        lane: Lane,
+        alongside: bool,
+    ) -> anyhow::Result<step::Batch> {
+        let pool = self.pools.of(lane).clone();
+        if !self.cache.contains(&key.key_id) {
+            if !step::has_work(&self.state, &self.cache, key).await? {
+                return Ok(step::Batch::NOTHING);
+            }
+            let load = (self.cache).begin_load(&self.state, &pool, key, &plan.online);
+            let loaded = if alongside {
+                self.alongside_online(plan, &key.key_id, load).await
+            } else {
+                load.await
+            };
+            self.cache.end_load(key, loaded)?;
+        }
+        let limit = self.batch_limit();
+        let Some(job) = step::prepare(&self.state, &mut self.cache, key, limit).await? else {
+            return Ok(step::Batch::NOTHING);
+        };
+        let run = job.run(self.state.clone(), pool, lane);
+        let done = if alongside {
+            self.alongside_online(plan, &key.key_id, run).await?
+        } else {
+            run.await?
+        };
+        Ok(step::finish(&self.state, &mut self.cache, done))
     }
 
     /// Run `work` as a task of its own (so that it progresses, and releases the connections,
@@ -107,24 +124,25 @@ impl Worker {
         joined.map_err(|e| anyhow::anyhow!("a detection task failed: {e}"))?
     }
 
+    /// Messages per batch: `detect_batch` for a scheme that detects one message at a time, the
+    /// scheme's batch for one that detects in batches.
+    pub(super) fn batch_limit(&self) -> usize {
+        match self.scheme.detection() {
+            Detection::PerMessage => self.state.config.detect_batch.max(1),
+            Detection::PerBatch { messages } => messages.max(1),
+        }
+    }
+
     /// Serve every online key of `plan` but `busy` on the online pool until it caught up.
     async fn serve_online(&mut self, plan: &Plan, busy: &str) {
-        let limit = self.state.config.detect_batch.max(1);
-        let pool = self.pools.online.clone();
         for key in plan.keys.iter().filter(|k| plan.online.contains(&k.key_id)) {
             if key.key_id == busy {
                 continue;
             }
             while self.leases.holds(&key.key_id) {
                 let span = tracing::info_span!("detect_batch", key_id = %key.key_id, online = true);
-                let batch = step::step(
-                    &self.state,
-                    &pool,
-                    &mut self.cache,
-                    key,
-                    limit,
-                    &plan.online,
-                );
+                // Boxed: a batch alongside online keys serves them with batches of their own.
+                let batch = Box::pin(self.one_batch(plan, key, Lane::Online, false));
                 match batch.instrument(span).await {
                     Ok(b) if b.count > 0 => self.record(b.count, b.seconds),
                     Ok(_) => break,

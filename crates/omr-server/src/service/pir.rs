@@ -12,16 +12,15 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use omr_api::ErrorCode;
 use omr_pir::attachment::frame;
 use omr_pir::{Database, Query, Shape, PIR_V1};
 use tokio::sync::{OnceCell, Semaphore};
 
-use omr_core::ParamSet;
 use omr_store::Store;
 
-use crate::config::Config;
+use crate::epochs::Epochs;
 use crate::error::ServiceError;
 use crate::metrics::PirMetrics;
 
@@ -30,8 +29,8 @@ use crate::metrics::PirMetrics;
 #[derive(Debug, Clone)]
 pub struct Serving {
     pub store: Store,
-    /// Board indices per epoch ([`epoch_len`]).
-    pub epoch_len: u64,
+    /// How the board is cut into epochs.
+    pub epochs: Epochs,
     pub max_attachment_bytes: usize,
     pub retain_digest_messages: Option<u64>,
     pub metrics: PirMetrics,
@@ -174,10 +173,7 @@ async fn served_range(at: &Serving, epoch: u64) -> Result<(u64, u64), ServiceErr
             "this server takes no attachments (max_attachment_bytes = 0)".into(),
         ));
     }
-    let len = at.epoch_len;
-    let (start, end) = epoch
-        .checked_mul(len)
-        .and_then(|s| Some((s, s.checked_add(len)?)))
+    let (start, end) = (at.epochs.range(epoch))
         .ok_or_else(|| unknown(format!("epoch {epoch} is past any board")))?;
     let head = at
         .store
@@ -193,7 +189,7 @@ async fn served_range(at: &Serving, epoch: u64) -> Result<(u64, u64), ServiceErr
             ),
         ));
     }
-    if end <= attachments_retired_below(at.retain_digest_messages, len, head) {
+    if end <= at.epochs.retired_below(at.retain_digest_messages, head) {
         return Err(unknown(format!(
             "epoch {epoch} (board indices {start}..{end}) was deleted by retention \
              (retain_digest_messages)"
@@ -202,20 +198,8 @@ async fn served_range(at: &Serving, epoch: u64) -> Result<(u64, u64), ServiceErr
     Ok((start, end))
 }
 
-/// Board indices per epoch as the server runs it (digests and attachments alike).
-pub fn epoch_len(config: &Config, params: &ParamSet) -> u64 {
-    config.epoch_len.clamp(1, params.max_range)
-}
-
-/// The board index below which retention deletes attachments: the start of the epoch that holds
-/// `head - retain_digest_messages` (whole epochs only, so a database never changes), 0 when
-/// digests are kept forever.
-pub fn attachments_retired_below(retain_digest_messages: Option<u64>, len: u64, head: u64) -> u64 {
-    retain_digest_messages.map_or(0, |n| head.saturating_sub(n) / len * len)
-}
-
 async fn build(at: &Serving, epoch: u64, start: u64, end: u64) -> Result<BuiltEpoch, ServiceError> {
-    let shape = epoch_shape(at.epoch_len, at.max_attachment_bytes)
+    let shape = epoch_shape(at.epochs.len(), at.max_attachment_bytes)
         .map_err(|e| ServiceError::internal("PIR shape", e))?;
     let attachments = (at.store.attachments(start, end).await)
         .map_err(|e| ServiceError::internal("reading an epoch's attachments", e))?;

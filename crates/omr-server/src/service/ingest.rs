@@ -13,7 +13,7 @@ use crate::metrics::Metrics;
 
 struct Job {
     messages: Vec<NewMessage>,
-    reply: oneshot::Sender<Result<u64, String>>,
+    reply: oneshot::Sender<Result<u64, Arc<StoreError>>>,
 }
 
 /// Why a submission was not stored.
@@ -22,9 +22,10 @@ pub enum IngestError {
     /// The writer has stopped (shutdown): nothing was stored.
     #[error("the server is shutting down")]
     Closed,
-    /// The transaction failed: nothing of this submission was stored.
+    /// The transaction failed: nothing of this submission was stored. Shared by every
+    /// submission of the failed group.
     #[error("storing failed: {0}")]
-    Store(String),
+    Store(#[source] Arc<StoreError>),
 }
 
 /// The submitting side; clone it freely.
@@ -112,8 +113,9 @@ async fn commit(store: &Store, metrics: &Metrics, jobs: &mut Vec<Job>) {
         }
         Err(e) => {
             tracing::error!(error = %e, messages = all.len(), "group commit failed; nothing stored");
+            let e = Arc::new(e);
             for job in jobs.drain(..) {
-                let _ = job.reply.send(Err(e.to_string()));
+                let _ = job.reply.send(Err(e.clone()));
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use omr_store::StoreError;
 
-use crate::state::AppState;
+use super::Service;
 
 /// A key's detection state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +34,7 @@ impl KeyState {
 /// `key_id`'s state with its cursor at `cursor` and the board head at `head`, and, when its
 /// worker estimated it, the seconds until it is caught up.
 pub async fn key_state(
-    state: &AppState,
+    svc: &Service,
     key_id: &str,
     cursor: u64,
     head: u64,
@@ -42,12 +42,12 @@ pub async fn key_state(
     if cursor >= head {
         return Ok((KeyState::CaughtUp, None));
     }
-    if !state.store.key_is_leased(key_id).await? {
+    if !svc.store.key_is_leased(key_id).await? {
         return Ok((KeyState::Unassigned, None));
     }
     let now = chrono::Utc::now().timestamp_millis();
-    let fresh = (state.config.lease_secs.max(1) * 1000) as i64;
-    Ok(match state.store.key_schedule(key_id).await? {
+    let fresh = (svc.config.lease_secs.max(1) * 1000) as i64;
+    Ok(match svc.store.key_schedule(key_id).await? {
         Some(s) if now - s.updated_ms <= fresh => {
             let eta = s.eta_ms.map(|t| ((t - now).max(0) as u64).div_ceil(1000));
             let st = if s.state == "detecting" {

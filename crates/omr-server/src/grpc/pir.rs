@@ -1,5 +1,5 @@
 //! The gRPC face of attachments by PIR (`GetPirHint`, `AnswerPirQuery`): the same bytes, rate
-//! limit, errors and metrics as the HTTP routes (`http/pir.rs`), the hint streamed in 1 MiB
+//! limit, errors and metrics as the HTTP routes (`http/pir.rs`; both call `service::pir`), the hint streamed in 1 MiB
 //! chunks.
 
 use std::pin::Pin;
@@ -10,18 +10,19 @@ use omr_proto::v1::{
 };
 use tonic::{Request, Response, Status};
 
+use super::admit;
 use crate::admission::Limit;
-use crate::pir::count_request;
-use crate::state::AppState;
+use crate::service::pir::count_request;
+use crate::state::ApiState;
 
 pub type HintStream = Pin<Box<dyn Stream<Item = Result<GetPirHintResponse, Status>> + Send>>;
 
 pub async fn hint(
-    state: &AppState,
+    state: &ApiState,
     request: Request<GetPirHintRequest>,
 ) -> Result<Response<HintStream>, Status> {
     let result = async {
-        (state.admission).check_grpc(Limit::Digests, "GetPirHint", &request)?;
+        admit(state, Limit::Digests, "GetPirHint", &request)?;
         state
             .pir
             .get(&state.pir_serving(), request.get_ref().epoch)
@@ -45,11 +46,11 @@ pub async fn hint(
 }
 
 pub async fn answer(
-    state: &AppState,
+    state: &ApiState,
     request: Request<AnswerPirQueryRequest>,
 ) -> Result<Response<AnswerPirQueryResponse>, Status> {
     let result = async {
-        (state.admission).check_grpc(Limit::Digests, "AnswerPirQuery", &request)?;
+        admit(state, Limit::Digests, "AnswerPirQuery", &request)?;
         let r = request.get_ref();
         state
             .pir

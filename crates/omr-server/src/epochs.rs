@@ -1,0 +1,87 @@
+//! [`Epochs`]: the one rule for how the board is cut into accumulator epochs. The worker closes
+//! a key's accumulator at an epoch boundary, the digest endpoint sums whole epochs, retention
+//! deletes whole epochs and PIR serves one database per closed epoch; all of them ask this type,
+//! so they agree by construction.
+
+use omr_core::ParamSet;
+
+/// Board indices per epoch as the server runs it: `epoch_len` clamped to 1 ..= the parameter
+/// set's range M (an accumulator never covers more than M messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epochs {
+    len: u64,
+}
+
+impl Epochs {
+    /// The epochs of a server configured with `epoch_len` running `params`.
+    pub fn new(epoch_len: u64, params: &ParamSet) -> Epochs {
+        Epochs {
+            len: epoch_len.clamp(1, params.max_range),
+        }
+    }
+
+    /// Board indices per epoch.
+    pub fn len(self) -> u64 {
+        self.len
+    }
+
+    /// The epoch holding board index `index`.
+    pub fn of(self, index: u64) -> u64 {
+        index / self.len
+    }
+
+    /// Whether `index` starts an epoch (an accumulator ending there is complete).
+    pub fn is_boundary(self, index: u64) -> bool {
+        index.is_multiple_of(self.len)
+    }
+
+    /// The first index of the epoch after the one holding `index`.
+    pub fn next_boundary(self, index: u64) -> u64 {
+        (self.of(index) + 1) * self.len
+    }
+
+    /// The board range `[start, end)` of epoch `epoch`; `None` past any board (overflow).
+    pub fn range(self, epoch: u64) -> Option<(u64, u64)> {
+        let start = epoch.checked_mul(self.len)?;
+        Some((start, start.checked_add(self.len)?))
+    }
+
+    /// The start of the epoch holding `index` (whole epochs only, for retention).
+    pub fn start_of(self, index: u64) -> u64 {
+        self.of(index) * self.len
+    }
+
+    /// The board index below which retention deletes whole epochs (attachments and their PIR
+    /// databases, so a database never changes) when it keeps `retain` messages below `head`:
+    /// the start of the epoch holding `head - retain`; 0 when nothing is retired.
+    pub fn retired_below(self, retain: Option<u64>, head: u64) -> u64 {
+        retain.map_or(0, |n| self.start_of(head.saturating_sub(n)))
+    }
+
+    /// Epochs one digest can sum at most (M messages, plus a first epoch entered mid-way).
+    pub fn per_digest(self, params: &ParamSet) -> u32 {
+        (params.max_range / self.len + 1) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epochs_are_clamped_to_the_range_and_cut_the_board_evenly() {
+        let p = &omr_core::INSECURE_TEST;
+        assert_eq!(Epochs::new(0, p).len(), 1);
+        assert_eq!(Epochs::new(u64::MAX, p).len(), p.max_range);
+        let e = Epochs::new(8, p);
+        assert_eq!((e.of(7), e.of(8)), (0, 1));
+        assert!(e.is_boundary(16) && !e.is_boundary(17));
+        assert_eq!((e.next_boundary(8), e.next_boundary(15)), (16, 16));
+        assert_eq!(e.range(2), Some((16, 24)));
+        assert_eq!(e.range(u64::MAX), None);
+        assert_eq!(e.start_of(23), 16);
+        assert_eq!(e.retired_below(None, 100), 0);
+        assert_eq!(e.retired_below(Some(10), 100), 88);
+        assert_eq!(e.retired_below(Some(200), 100), 0);
+    }
+}

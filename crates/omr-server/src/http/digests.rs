@@ -1,0 +1,67 @@
+//! `GET /v1/digests/{key_id}?from=INDEX&to=INDEX`: a key's digest (`service::digests`), its range
+//! and the board's state in the `omr-*` headers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use omr_api::headers;
+use omr_api::http::{DigestQuery, ErrorBody};
+
+use super::{authorization, error::malformed_query, HttpState};
+use crate::admission::Limit;
+use crate::service::digests::{self, BuiltDigest};
+
+/// The encoded digest, with the range it covers in `omr-range-start` / `omr-range-end`, the board
+/// head and the key's lag; `omr-next-from` when more of the range is on a further page.
+#[utoipa::path(
+    get, path = "/v1/digests/{key_id}", params(("key_id" = String, Path), DigestQuery),
+    responses(
+        (status = 200, description = "application/octet-stream: the omr-core Digest encoding"),
+        (status = 401, body = ErrorBody, description = "No Bearer token"),
+        (status = 403, body = ErrorBody, description = "Wrong token"),
+        (status = 404, body = ErrorBody, description = "Unknown key"),
+        (status = 429, body = ErrorBody, description = "This client's digest rate limit; retry after Retry-After seconds"),
+    )
+)]
+pub(super) async fn get_digest(
+    State(state): State<Arc<HttpState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(key_id): Path<String>,
+    query: Result<Query<DigestQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Response {
+    let result = async {
+        state.admit(Limit::Digests, "/v1/digests", peer, &headers, 1)?;
+        let Query(q) = query.map_err(malformed_query)?;
+        let auth = authorization(&headers);
+        digests::get(&state.service, &key_id, auth, q.from, q.to).await
+    }
+    .await;
+    digests::count(&state.service, &result);
+    match result {
+        Ok(d) => answer(d),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn answer(d: BuiltDigest) -> Response {
+    let mut h = HeaderMap::new();
+    let num = |v: u64| HeaderValue::from_str(&v.to_string()).expect("digits");
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(headers::RANGE_START, num(d.range_start));
+    h.insert(headers::RANGE_END, num(d.range_end));
+    h.insert(headers::BOARD_HEAD, num(d.board_head));
+    h.insert(headers::LAG, num(d.lag));
+    h.insert(headers::EPOCH_LENGTH, num(d.epoch));
+    if let Some(n) = d.next_from {
+        h.insert(headers::NEXT_FROM, num(n));
+    }
+    (StatusCode::OK, h, d.bytes).into_response()
+}

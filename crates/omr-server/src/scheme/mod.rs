@@ -1,0 +1,123 @@
+//! The seam between the service and a detection scheme. [`DetectionScheme`] names everything
+//! omrd needs from a scheme: how an uploaded key is validated and what the registry stores
+//! beside it, how the worker loads a key and runs detection over board messages (one message at
+//! a time or in batches of the scheme's size), what it stores per key and epoch, and how a
+//! digest for a range is assembled from those and encoded. [`Scheme`] is the set a server runs,
+//! chosen once from its parameter set; the worker and the digest endpoint dispatch on it once and
+//! are generic below that.
+//!
+//! `tfhe` is the first implementation: omr-v1 and omr-v2 (TFHE functional bootstrapping, one
+//! message at a time, folded into an accumulator per epoch).
+
+mod tfhe;
+
+use std::io::{Read, Write};
+
+use omr_core::{OmrError, ParamSet};
+use omr_store::StoredMessage;
+
+pub use tfhe::Tfhe;
+
+/// How a scheme's detection runs over the board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detection {
+    /// Each message is detected on its own: a batch is any run of messages (`detect_batch`).
+    PerMessage,
+    /// Messages are detected `messages` at a time (the work shared by every key done once per
+    /// batch).
+    PerBatch { messages: usize },
+}
+
+/// What the registry keeps of a validated key beside its bytes.
+#[derive(Debug)]
+pub struct AcceptedKey {
+    pub param_set: &'static str,
+    pub kbar: usize,
+    /// What an API server needs to encode this key's digests ([`DetectionScheme::digest_key`]).
+    pub digest_key: Vec<u8>,
+}
+
+/// A detection scheme as the service runs it. `Key` is a detection key in a worker's memory,
+/// `State` what detection folds a key's messages into over a range `[start, end)` (stored per
+/// key and epoch, encoded), `DigestKey` what turns a state into a digest for transport.
+pub trait DetectionScheme: Clone + Send + Sync + 'static {
+    type Key: Send + Sync + 'static;
+    type State: Send + Sync + 'static;
+    type DigestKey: Send + Sync + 'static;
+
+    /// The parameter set.
+    fn params(&self) -> &'static ParamSet;
+    /// How detection runs over board messages.
+    fn detection(&self) -> Detection;
+
+    // Registration.
+    /// Decode and check a whole uploaded key (at most `limit` bytes) before anything is stored.
+    fn accept_key(&self, key: &[u8], limit: usize) -> Result<AcceptedKey, OmrError>;
+
+    // Loading a key for detection.
+    /// The detection key of a stored upload (CPU-heavy: run it on a detection pool).
+    fn expand_key(&self, stored: &[u8]) -> Result<Self::Key, OmrError>;
+    /// Bytes `key` holds in memory (the worker's budget).
+    fn key_memory_bytes(key: &Self::Key) -> u64;
+    /// Bytes of `key`'s local file.
+    fn key_file_len(key: &Self::Key) -> u64;
+    /// Write `key` as a local file (a server's own disk, not transport).
+    fn write_key_file(key: &Self::Key, w: &mut dyn Write) -> std::io::Result<()>;
+    /// Read a key written by [`write_key_file`](Self::write_key_file) on this machine.
+    fn read_key_file(&self, r: &mut dyn Read) -> Result<Self::Key, OmrError>;
+
+    // Detection.
+    /// A new, empty state starting at board index `start`.
+    fn new_state(key: &Self::Key, start: u64) -> Self::State;
+    /// Detect `messages` (consecutive, starting at the state's end) and fold them in. Runs on a
+    /// detection pool.
+    fn detect_and_fold(
+        key: &Self::Key,
+        state: Self::State,
+        messages: &[StoredMessage],
+    ) -> Result<Self::State, OmrError>;
+
+    // What is stored per key and epoch.
+    /// The board range `[start, end)` a state covers.
+    fn range(state: &Self::State) -> (u64, u64);
+    fn encode_state(state: &Self::State) -> Vec<u8>;
+    fn decode_state(&self, bytes: &[u8]) -> Result<Self::State, OmrError>;
+
+    // Digests.
+    /// The state of nothing at `at`, for a key with `kbar`.
+    fn empty_state(&self, kbar: usize, at: u64) -> Self::State;
+    /// Append the adjacent state `next` to `state`.
+    fn merge(state: &mut Self::State, next: &Self::State) -> Result<(), OmrError>;
+    /// Decode the digest key [`AcceptedKey::digest_key`] stored at registration.
+    fn digest_key(&self, bytes: &[u8]) -> Result<Self::DigestKey, OmrError>;
+    /// Encode the digest of `state` for transport (CPU-heavy: off the async runtime).
+    fn encode_digest(key: &Self::DigestKey, state: Self::State) -> Result<Vec<u8>, OmrError>;
+}
+
+/// The scheme a server runs, from its parameter set. Adding a scheme adds a variant here; every
+/// place that dispatches on it is a `match` the compiler checks.
+#[derive(Debug, Clone)]
+pub enum Scheme {
+    /// omr-v1, omr-v2 and the insecure test set.
+    Tfhe(Tfhe),
+}
+
+impl Scheme {
+    /// The scheme of `params`.
+    pub fn of(params: &'static ParamSet) -> Scheme {
+        Scheme::Tfhe(Tfhe::new(params))
+    }
+
+    pub fn params(&self) -> &'static ParamSet {
+        match self {
+            Scheme::Tfhe(s) => s.params(),
+        }
+    }
+
+    /// [`DetectionScheme::accept_key`] of the running scheme.
+    pub fn accept_key(&self, key: &[u8], limit: usize) -> Result<AcceptedKey, OmrError> {
+        match self {
+            Scheme::Tfhe(s) => s.accept_key(key, limit),
+        }
+    }
+}

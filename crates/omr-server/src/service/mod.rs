@@ -1,0 +1,101 @@
+//! The service core: what omrd does for a request, whatever transport carried it. Each module
+//! is plain async functions over [`Service`] returning [`ServiceError`](crate::error::ServiceError);
+//! `http/` and `grpc/` adapt them to their wire and import nothing of each other.
+//!
+//! - `board` — posting (through the group commit, `ingest`) and reading the board;
+//! - `registry` — a key registration's header check, then the key's validation and storing,
+//!   and deletion; `auth` — tokens, the check every call on a key makes; `invites` — invite codes;
+//! - `digests` — a digest for a range: planned from the stored epochs, assembled and encoded
+//!   through the scheme, cached until the cursor moves;
+//! - `status` — a key's status, waiting for it to move, and the stream of it (`key_state`:
+//!   caught up, detecting, waiting, unassigned);
+//! - `params` — what the server says about itself;
+//! - `pir` — attachment epochs built and answered by PIR.
+
+pub mod auth;
+pub mod board;
+pub mod digests;
+pub mod ingest;
+pub mod invites;
+pub mod key_state;
+pub mod params;
+pub mod pir;
+pub mod registry;
+pub mod status;
+
+use std::sync::Arc;
+
+use omr_core::ParamSet;
+use omr_store::Store;
+
+use crate::config::Config;
+use crate::epochs::Epochs;
+use crate::metrics::Metrics;
+use crate::presence::Presence;
+use crate::progress::KeyProgress;
+use crate::scheme::Scheme;
+use ingest::Ingestor;
+
+/// What the service core works with: the configuration and its rules, the store, the group
+/// commit, and the state requests share (presence, progress, PIR epochs, the digest cache).
+#[derive(Debug)]
+pub struct Service {
+    pub config: Config,
+    pub params: &'static ParamSet,
+    pub scheme: Scheme,
+    pub epochs: Epochs,
+    pub store: Store,
+    pub ingestor: Ingestor,
+    pub metrics: Metrics,
+    /// Which recipients are online (throttled writes to the store).
+    pub presence: Presence,
+    /// Each key's cursor as commits move it, for calls waiting for a key's next message.
+    pub progress: Arc<KeyProgress>,
+    /// Attachment epochs built for PIR.
+    pub pir: pir::PirEpochs,
+    /// Digest keys and encoded digests, for both transports.
+    pub digests: digests::DigestCache,
+}
+
+impl Service {
+    /// The core over `store`, posting through `ingestor`; `progress` is shared with the worker.
+    pub fn new(
+        config: Config,
+        params: &'static ParamSet,
+        store: Store,
+        ingestor: Ingestor,
+        metrics: Metrics,
+        progress: Arc<KeyProgress>,
+    ) -> Service {
+        Service {
+            scheme: Scheme::of(params),
+            epochs: Epochs::new(config.epoch_len, params),
+            presence: Presence::new(&config),
+            pir: pir::PirEpochs::new(config.pir_cached_epochs),
+            digests: Default::default(),
+            config,
+            params,
+            store,
+            ingestor,
+            metrics,
+            progress,
+        }
+    }
+
+    /// What serving attachment epochs by PIR takes from this server.
+    pub fn pir_serving(&self) -> pir::Serving {
+        pir::Serving {
+            store: self.store.clone(),
+            epochs: self.epochs,
+            max_attachment_bytes: self.config.max_attachment_bytes,
+            retain_digest_messages: self.config.retain_digest_messages,
+            metrics: self.metrics.pir.clone(),
+        }
+    }
+
+    /// The board head, as a service error when the store fails.
+    pub async fn board_head(&self) -> Result<u64, crate::error::ServiceError> {
+        (self.store.board_head().await)
+            .map_err(|e| crate::error::ServiceError::internal("reading the board head", e))
+    }
+}

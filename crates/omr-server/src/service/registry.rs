@@ -1,0 +1,195 @@
+//! The key registry: a registration is admitted from its header before any key byte is read
+//! ([`admit`]: the parameters — [`check_header`], which the decoder fuzz tests call as omrd
+//! does —, the invite code when one is needed, room under `max_keys` and above retention), then
+//! the whole key is validated by the scheme and stored with its token in one transaction
+//! ([`register`]); [`delete`] removes a key. The upload's framing is the transport's (`grpc/`).
+
+use omr_api::{ErrorCode, StartAt};
+use omr_core::ParamSet;
+use omr_proto::v1::registration_header::Start;
+use omr_proto::v1::RegistrationHeader;
+use omr_store::{NewKey, StoreError};
+
+use super::Service;
+use crate::config::Registration;
+use crate::error::ServiceError;
+
+/// A stored registration: what the recipient is told once.
+#[derive(Debug)]
+pub struct Registered {
+    pub key_id: String,
+    pub access_token: String,
+    pub start_index: u64,
+}
+
+/// Count a registration's outcome (`registered`, `refused`, `invalid`, `busy`, `timeout`).
+pub fn count(svc: &Service, outcome: &str) {
+    (svc.metrics.registrations)
+        .with_label_values(&[outcome])
+        .inc();
+}
+
+/// Admit a registration from its header alone: the parameters, the invite code when
+/// `registration = "invite"` (its hash, which the insert takes a use of), and room for one more
+/// key. Nothing is stored.
+pub async fn admit(
+    svc: &Service,
+    h: &RegistrationHeader,
+) -> Result<Option<[u8; 32]>, ServiceError> {
+    check_header(h, svc.params, svc.config.max_key_bytes)?;
+    // An open server ignores any code.
+    let invite = match svc.config.registration {
+        Registration::Open => None,
+        Registration::Invite => Some(super::invites::admit(&svc.store, &h.invite_code).await?),
+    };
+    check_room(svc, h).await?;
+    Ok(invite)
+}
+
+/// Refuse a registration when `max_keys` keys are registered already, or when it starts below
+/// the oldest board message retention kept. (The insert checks both again, atomically, for
+/// uploads racing.)
+async fn check_room(svc: &Service, h: &RegistrationHeader) -> Result<(), ServiceError> {
+    let store = &svc.store;
+    let keys = (store.key_count().await).map_err(|e| ServiceError::internal("counting keys", e))?;
+    let cap = svc.config.max_keys;
+    if keys >= cap {
+        return Err(ServiceError::too_many_keys(keys, cap));
+    }
+    let Some(Start::StartIndex(start)) = h.start else {
+        return Ok(());
+    };
+    let oldest = (store.oldest_retained_index().await)
+        .map_err(|e| ServiceError::internal("reading the oldest retained index", e))?;
+    if start < oldest {
+        return Err(ServiceError::start_index_retired(start, oldest));
+    }
+    Ok(())
+}
+
+/// Validate the whole `key` under the scheme (off the async runtime) against its admitted
+/// header, then store it with a new token (and the invite use, when `invite_hash`), counting the
+/// outcome. Nothing is stored when anything is refused.
+pub async fn register(
+    svc: &Service,
+    header: &RegistrationHeader,
+    invite_hash: Option<[u8; 32]>,
+    key: Vec<u8>,
+) -> Result<Registered, ServiceError> {
+    let limit = svc.config.max_key_bytes as usize;
+    let scheme = svc.scheme.clone();
+    let (key, accepted) = tokio::task::spawn_blocking(move || {
+        let r = scheme.accept_key(&key, limit);
+        (key, r)
+    })
+    .await
+    .map_err(|e| ServiceError::internal("decoding a key", e))?;
+    let accepted = accepted.map_err(|e| {
+        count(svc, "invalid");
+        ServiceError::new(
+            ErrorCode::InvalidKey,
+            format!("the detection key does not decode: {e}"),
+        )
+    })?;
+    let (param_set, kbar) = (accepted.param_set, accepted.kbar);
+    if param_set != header.param_set || kbar != header.kbar as usize {
+        count(svc, "invalid");
+        return Err(ServiceError::new(
+            ErrorCode::InvalidKey,
+            format!(
+                "the key is for {param_set} with k̄ = {kbar}, the header says {} with k̄ = {}",
+                header.param_set, header.kbar
+            ),
+        ));
+    }
+    let (access_token, token_hash) = super::auth::new_token();
+    let key_id = uuid::Uuid::new_v4().to_string();
+    let start = header.start.map_or(StartAt::Now, StartAt::from);
+    let new = NewKey {
+        key_id: key_id.clone(),
+        param_set: svc.params.name,
+        kbar: header.kbar,
+        start,
+        token_hash,
+        key: &key,
+        digest_key: &accepted.digest_key,
+        invite_hash,
+    };
+    let start_index =
+        (svc.store.insert_key_within(&new, svc.config.max_keys).await).map_err(|e| {
+            let refusal = match e {
+                StoreError::KeyLimit { keys, cap } => ServiceError::too_many_keys(keys, cap),
+                StoreError::StartRetired { start, oldest } => {
+                    ServiceError::start_index_retired(start, oldest)
+                }
+                StoreError::InviteRefused(r) => ServiceError::invite_refused(r),
+                e => return ServiceError::internal("storing a key", e),
+            };
+            count(svc, "refused");
+            refusal
+        })?;
+    count(svc, "registered");
+    let invited = invite_hash.is_some();
+    tracing::info!(%key_id, bytes = key.len(), start_index, invited, "detection key registered");
+    Ok(Registered {
+        key_id,
+        access_token,
+        start_index,
+    })
+}
+
+/// Delete `key_id` for a caller presenting `authorization`.
+pub async fn delete(
+    svc: &Service,
+    key_id: &str,
+    authorization: Option<&str>,
+) -> Result<(), ServiceError> {
+    super::auth::authorize(&svc.store, key_id, authorization).await?;
+    (svc.store.delete_key(key_id).await)
+        .map_err(|e| ServiceError::internal("deleting a key", e))?;
+    tracing::info!(%key_id, "detection key deleted");
+    Ok(())
+}
+
+/// Check a registration header against a server running `server_params` that accepts keys of
+/// at most `max_key_bytes`, before any key byte is read. Public for the decoder fuzz tests.
+pub fn check_header(
+    h: &RegistrationHeader,
+    server_params: &'static ParamSet,
+    max_key_bytes: u64,
+) -> Result<(), ServiceError> {
+    let malformed = |m: String| ServiceError::new(ErrorCode::MalformedUpload, m);
+    let mismatch = |m: String| ServiceError::new(ErrorCode::ParamSetMismatch, m);
+    let params = ParamSet::by_name(&h.param_set)
+        .map_err(|_| mismatch(format!("unknown parameter set {:?}", h.param_set)))?;
+    if params != server_params {
+        let (name, ours) = (params.name, server_params.name);
+        return Err(mismatch(format!(
+            "parameter set {name} is not this server's ({ours})"
+        )));
+    }
+    if h.kbar == 0 || h.kbar as usize > params.max_kbar {
+        return Err(malformed(format!(
+            "k̄ = {} is out of range 1..={}",
+            h.kbar, params.max_kbar
+        )));
+    }
+    if h.total_bytes == 0 {
+        return Err(malformed("total_bytes must be the key's size".into()));
+    }
+    if h.total_bytes > max_key_bytes {
+        return Err(ServiceError::new(
+            ErrorCode::KeyTooLarge,
+            format!(
+                "key of {} bytes exceeds the limit of {} bytes",
+                h.total_bytes, max_key_bytes
+            ),
+        ));
+    }
+    if h.start.is_none() {
+        return Err(malformed(
+            "header must say where to start: from_now or start_index".into(),
+        ));
+    }
+    Ok(())
+}

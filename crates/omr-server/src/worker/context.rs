@@ -1,0 +1,50 @@
+//! [`WorkerContext`]: what detection works with, and nothing of the request side: the store,
+//! the configuration with its epoch rule, metrics, the board's wake-ups, the progress channel
+//! waiting recipients listen on, health for readiness, and the job hooks.
+
+use std::fmt;
+use std::sync::Arc;
+
+use omr_core::ParamSet;
+use omr_store::Store;
+use tokio::sync::Notify;
+
+use super::pool::Lane;
+use crate::config::Config;
+use crate::epochs::Epochs;
+use crate::health::WorkerHealth;
+use crate::metrics::Metrics;
+use crate::progress::KeyProgress;
+
+/// The detection worker's (and retention's) context.
+#[derive(Debug)]
+pub struct WorkerContext {
+    pub config: Config,
+    pub params: &'static ParamSet,
+    pub epochs: Epochs,
+    pub store: Store,
+    pub metrics: Metrics,
+    /// Signalled after every board commit of this process.
+    pub board_notify: Arc<Notify>,
+    /// Where commits move each key's cursor, for the recipients waiting on it.
+    pub progress: Arc<KeyProgress>,
+    /// Restarts and failing rounds, which `/readyz` reads.
+    pub worker_health: Arc<WorkerHealth>,
+    /// Called before each detection job ([`NoHooks`] in omrd).
+    pub hooks: Arc<dyn JobHooks>,
+}
+
+/// Called on the detection pool before each detection job of `lane` runs. omrd installs
+/// [`NoHooks`]; tests install fault injection (panics, held jobs) through
+/// `Application::set_job_hooks`, so that no production state carries it.
+pub trait JobHooks: Send + Sync + fmt::Debug {
+    fn before_job(&self, lane: Lane) {
+        let _ = lane;
+    }
+}
+
+/// No hooks.
+#[derive(Debug, Default)]
+pub struct NoHooks;
+
+impl JobHooks for NoHooks {}

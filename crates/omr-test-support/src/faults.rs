@@ -1,0 +1,36 @@
+//! Fault injection for the in-process server: [`Faults`] is the job hook a [`TestServer`]
+//! installs in its detection worker (`Application::set_job_hooks`), so that tests can make
+//! detection jobs panic or hold offline keys' jobs, and omrd's own state carries none of it.
+//!
+//! [`TestServer`]: crate::TestServer
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use omr_server::worker::{JobHooks, Lane};
+
+/// What a test sets to disturb detection.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// The next this many detection jobs panic.
+    pub inject_detection_panics: AtomicU32,
+    /// While true, detection jobs of offline keys (the bulk lane) wait before they start, and
+    /// `bulk_jobs_held` counts them.
+    pub hold_bulk_jobs: AtomicBool,
+    pub bulk_jobs_held: AtomicU32,
+}
+
+impl JobHooks for Faults {
+    fn before_job(&self, lane: Lane) {
+        if lane == Lane::Bulk && self.hold_bulk_jobs.load(Ordering::Acquire) {
+            self.bulk_jobs_held.fetch_add(1, Ordering::AcqRel);
+            while self.hold_bulk_jobs.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        let panic = (self.inject_detection_panics)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        assert!(!panic, "injected detection panic (test fault injection)");
+    }
+}
