@@ -251,22 +251,20 @@ impl Config {
                 omr_core::MAX_POSTAGE_BITS
             );
         }
-        if self.max_attachment_bytes > crate::service::pir::MAX_ATTACHMENT_BYTES {
+        if self.max_attachment_bytes > crate::epochs::MAX_ATTACHMENT_BYTES {
             anyhow::bail!(
                 "max_attachment_bytes = {} is over the maximum of {} (64 KiB): a PIR fetch's \
                  upload grows with the square of the attachment size (4.5 MiB at 64 KiB, 18 MiB \
                  at 128 KiB). Use 0 (no attachments) up to {}",
                 self.max_attachment_bytes,
-                crate::service::pir::MAX_ATTACHMENT_BYTES,
-                crate::service::pir::MAX_ATTACHMENT_BYTES
+                crate::epochs::MAX_ATTACHMENT_BYTES,
+                crate::epochs::MAX_ATTACHMENT_BYTES
             );
         }
         if self.max_attachment_bytes > 0 {
-            crate::service::pir::epoch_shape(
-                crate::epochs::Epochs::new(self.epoch_len, params).len(),
-                self.max_attachment_bytes,
-            )
-            .map_err(anyhow::Error::msg)?;
+            (crate::epochs::Epochs::new(self.epoch_len, params))
+                .attachment_shape(self.max_attachment_bytes)
+                .map_err(anyhow::Error::msg)?;
         }
         Ok(params)
     }

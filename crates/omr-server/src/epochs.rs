@@ -1,9 +1,15 @@
 //! [`Epochs`]: the one rule for how the board is cut into accumulator epochs. The worker closes
 //! a key's accumulator at an epoch boundary, the digest endpoint sums whole epochs, retention
-//! deletes whole epochs and PIR serves one database per closed epoch; all of them ask this type,
-//! so they agree by construction.
+//! deletes whole epochs and PIR serves one database per closed epoch (of the shape
+//! [`Epochs::attachment_shape`] gives); all of them ask this type, so they agree by
+//! construction.
 
 use omr_core::ParamSet;
+use omr_pir::Shape;
+
+/// The largest `max_attachment_bytes` omrd accepts: a fetch uploads one query per 4 KiB chunk,
+/// each as long as the epoch has chunks, so the upload grows with the square of this.
+pub const MAX_ATTACHMENT_BYTES: usize = 64 * 1024;
 
 /// Board indices per epoch as the server runs it: `epoch_len` clamped to 1 ..= the parameter
 /// set's range M (an accumulator never covers more than M messages).
@@ -21,7 +27,7 @@ impl Epochs {
     }
 
     /// Board indices per epoch.
-    pub fn len(self) -> u64 {
+    pub fn size(self) -> u64 {
         self.len
     }
 
@@ -58,6 +64,18 @@ impl Epochs {
         retain.map_or(0, |n| self.start_of(head.saturating_sub(n)))
     }
 
+    /// The PIR database shape of one epoch's attachments of at most `max_attachment_bytes`.
+    pub fn attachment_shape(self, max_attachment_bytes: usize) -> Result<Shape, String> {
+        let epoch_len = self.len;
+        let records = usize::try_from(epoch_len).map_err(|e| e.to_string())?;
+        Shape::for_attachments(records, max_attachment_bytes).map_err(|e| {
+            format!(
+                "epoch_len = {epoch_len} with max_attachment_bytes = {max_attachment_bytes} \
+                 makes no PIR database: {e}"
+            )
+        })
+    }
+
     /// Epochs one digest can sum at most (M messages, plus a first epoch entered mid-way).
     pub fn per_digest(self, params: &ParamSet) -> u32 {
         (params.max_range / self.len + 1) as u32
@@ -71,8 +89,8 @@ mod tests {
     #[test]
     fn epochs_are_clamped_to_the_range_and_cut_the_board_evenly() {
         let p = &omr_core::INSECURE_TEST;
-        assert_eq!(Epochs::new(0, p).len(), 1);
-        assert_eq!(Epochs::new(u64::MAX, p).len(), p.max_range);
+        assert_eq!(Epochs::new(0, p).size(), 1);
+        assert_eq!(Epochs::new(u64::MAX, p).size(), p.max_range);
         let e = Epochs::new(8, p);
         assert_eq!((e.of(7), e.of(8)), (0, 1));
         assert!(e.is_boundary(16) && !e.is_boundary(17));

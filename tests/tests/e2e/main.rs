@@ -6,6 +6,7 @@ mod attachments;
 mod board;
 mod capacity;
 mod detection;
+mod layers;
 mod limits;
 mod param_sets;
 mod postage;

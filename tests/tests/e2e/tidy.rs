@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Most lines a source file may have without a `//! Long:` reason in its header.
 const MAX_LINES: usize = 400;
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("tests/ sits in the workspace root")
@@ -17,7 +17,7 @@ fn workspace_root() -> PathBuf {
 }
 
 /// Every `.rs` file under `dir`, skipping build output.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -83,7 +83,7 @@ fn no_source_file_is_long_without_a_reason() {
 }
 
 /// The module path of a file under a crate's `src/` (`[]` for lib.rs/main.rs).
-fn module_path(src: &Path, file: &Path) -> Vec<String> {
+pub(crate) fn module_path(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).expect("under src");
     let mut parts: Vec<String> = rel
         .iter()
@@ -99,7 +99,7 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
 }
 
 /// The text with comments and string literals blanked (roughly: enough for paths in code).
-fn code_only(text: &str) -> String {
+pub(crate) fn code_only(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.lines() {
         let mut in_str = false;
@@ -123,7 +123,7 @@ fn code_only(text: &str) -> String {
 }
 
 /// The module paths a file refers to through `crate::`, `super::` and `self::`.
-fn references(from: &[String], code: &str) -> Vec<Vec<String>> {
+pub(crate) fn references(from: &[String], code: &str) -> Vec<Vec<String>> {
     let ident = |s: &str| -> String {
         s.chars()
             .take_while(|c| c.is_alphanumeric() || *c == '_')

@@ -146,7 +146,7 @@ fn postage_and_attachments_over_their_maximums_are_refused() {
     );
 
     let mut c = Config {
-        max_attachment_bytes: crate::service::pir::MAX_ATTACHMENT_BYTES + 1,
+        max_attachment_bytes: crate::epochs::MAX_ATTACHMENT_BYTES + 1,
         ..Config::default()
     };
     let err = c.validate().unwrap_err().to_string();

@@ -17,7 +17,7 @@ use super::body::{body_kind, read_body, BodyKind};
 use super::HttpState;
 use crate::admission::Limit;
 use crate::error::ServiceError;
-use crate::service::pir::{count_request, epoch_shape};
+use crate::service::pir::count_request;
 
 fn octets(bytes: impl Into<Body>) -> Response {
     (
@@ -90,7 +90,7 @@ pub(super) async fn post_query(
             ));
         }
         let at = state.pir_serving();
-        let shape = epoch_shape(at.epochs.len(), at.max_attachment_bytes.max(1))
+        let shape = (at.epochs.attachment_shape(at.max_attachment_bytes.max(1)))
             .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
         let bytes = read_body(&headers, body, shape.query_bytes()).await?;
         state.admit(Limit::Digests, "/v1/pir/query", peer, &headers, 1)?;

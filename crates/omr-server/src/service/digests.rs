@@ -124,7 +124,7 @@ async fn build_with<S: DetectionScheme>(
         board_head: head,
         lag: head.saturating_sub(meta.cursor),
         next_from,
-        epoch: svc.epochs.len(),
+        epoch: svc.epochs.size(),
     })
 }
 

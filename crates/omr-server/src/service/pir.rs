@@ -15,7 +15,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use omr_api::ErrorCode;
 use omr_pir::attachment::frame;
-use omr_pir::{Database, Query, Shape, PIR_V1};
+use omr_pir::{Database, Query, PIR_V1};
 use tokio::sync::{OnceCell, Semaphore};
 
 use omr_store::Store;
@@ -36,10 +36,6 @@ pub struct Serving {
     pub metrics: PirMetrics,
 }
 
-/// The largest `max_attachment_bytes` omrd accepts: a fetch uploads one query per 4 KiB chunk,
-/// each as long as the epoch has chunks, so the upload grows with the square of this.
-pub const MAX_ATTACHMENT_BYTES: usize = 64 * 1024;
-
 /// Count a hint or query request (HTTP or gRPC) by `route` and outcome (`ok` or the error
 /// code).
 pub fn count_request<T>(metrics: &PirMetrics, route: &str, result: &Result<T, ServiceError>) {
@@ -48,17 +44,6 @@ pub fn count_request<T>(metrics: &PirMetrics, route: &str, result: &Result<T, Se
         Err(e) => e.code.as_str(),
     };
     metrics.requests.with_label_values(&[route, outcome]).inc();
-}
-
-/// The PIR database shape of one epoch for these settings.
-pub fn epoch_shape(epoch_len: u64, max_attachment_bytes: usize) -> Result<Shape, String> {
-    let records = usize::try_from(epoch_len).map_err(|e| e.to_string())?;
-    Shape::for_attachments(records, max_attachment_bytes).map_err(|e| {
-        format!(
-            "epoch_len = {epoch_len} with max_attachment_bytes = {max_attachment_bytes} makes \
-             no PIR database: {e}"
-        )
-    })
 }
 
 /// One epoch's database and its encoded hint.
@@ -199,7 +184,7 @@ async fn served_range(at: &Serving, epoch: u64) -> Result<(u64, u64), ServiceErr
 }
 
 async fn build(at: &Serving, epoch: u64, start: u64, end: u64) -> Result<BuiltEpoch, ServiceError> {
-    let shape = epoch_shape(at.epochs.len(), at.max_attachment_bytes)
+    let shape = (at.epochs.attachment_shape(at.max_attachment_bytes))
         .map_err(|e| ServiceError::internal("PIR shape", e))?;
     let attachments = (at.store.attachments(start, end).await)
         .map_err(|e| ServiceError::internal("reading an epoch's attachments", e))?;

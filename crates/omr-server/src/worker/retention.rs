@@ -44,7 +44,7 @@ pub async fn retention(state: Arc<WorkerContext>, cancel: CancellationToken) {
 /// Delete, in batches, the attachments of the epochs that end before the digests kept (a
 /// recipient that cannot get a digest cannot learn an index to fetch); how many went.
 async fn delete_attachments(state: &WorkerContext, head: u64) -> u64 {
-    let len = state.epochs.len();
+    let len = state.epochs.size();
     let before = (state.epochs).retired_below(state.config.retain_digest_messages, head);
     let mut deleted = 0;
     if before == 0 {
