@@ -4,7 +4,8 @@
 use sqlx::Row;
 
 use crate::backend::{now_ms, to_u64};
-use crate::{Backend, Store, StoreError};
+use crate::notify::BOARD_CHANNEL;
+use crate::{Store, StoreError};
 
 /// Rows per multi-row INSERT (well under both databases' bind-parameter limits).
 const INSERT_ROWS: usize = 1000;
@@ -75,13 +76,8 @@ impl Store {
                     .await?;
             }
         }
-        if self.backend() == Backend::Postgres {
-            // Delivered at commit to every process listening on `BOARD_CHANNEL` (their
-            // detection workers wake).
-            sqlx::query("SELECT pg_notify('omr_board', '')")
-                .execute(&mut *tx)
-                .await?;
-        }
+        // Other processes' detection workers wake.
+        self.notify_at_commit(&mut tx, BOARD_CHANNEL, "").await?;
         tx.commit().await?;
         to_u64(first, "board index")
     }

@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use crate::backend::to_u64;
 use crate::notify::PROGRESS_CHANNEL;
-use crate::{Backend, Store, StoreError};
+use crate::{Store, StoreError};
 
 /// A key as the detection worker sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,15 +155,9 @@ impl Store {
         .bind(acc.data.clone())
         .execute(&mut *tx)
         .await?;
-        if self.backend() == Backend::Postgres {
-            // Delivered at commit to every process listening on `PROGRESS_CHANNEL` (their
-            // waiting recipients are answered).
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(PROGRESS_CHANNEL)
-                .bind(format!("{key_id} {}", acc.end))
-                .execute(&mut *tx)
-                .await?;
-        }
+        // Other processes' waiting recipients are answered.
+        let payload = format!("{key_id} {}", acc.end);
+        (self.notify_at_commit(&mut tx, PROGRESS_CHANNEL, &payload)).await?;
         tx.commit().await?;
         Ok(true)
     }

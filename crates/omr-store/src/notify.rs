@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use crate::{Store, StoreError};
+use crate::backend::WriteTx;
+use crate::{Backend, Store, StoreError};
 
 /// The PostgreSQL channel `append` notifies after each commit.
 pub const BOARD_CHANNEL: &str = "omr_board";
@@ -17,6 +18,28 @@ pub const PROGRESS_CHANNEL: &str = "omr_progress";
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
 impl Store {
+    /// Notify `channel` with `payload` when `tx` commits: on PostgreSQL every process listening
+    /// on it hears it then (and nothing if it rolls back); SQLite has one process, which knows
+    /// its own commits.
+    pub(crate) async fn notify_at_commit(
+        &self,
+        tx: &mut WriteTx<'_>,
+        channel: &str,
+        payload: &str,
+    ) -> Result<(), sqlx::Error> {
+        match self.backend() {
+            Backend::Postgres => {
+                sqlx::query("SELECT pg_notify($1, $2)")
+                    .bind(channel)
+                    .bind(payload)
+                    .execute(&mut **tx)
+                    .await?;
+            }
+            Backend::Sqlite => {}
+        }
+        Ok(())
+    }
+
     /// Call `on_notify` each time another process commits an append.
     ///
     /// On PostgreSQL this LISTENs on [`BOARD_CHANNEL`] over a connection of its own and runs
