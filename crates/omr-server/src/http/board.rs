@@ -41,7 +41,7 @@ pub(super) async fn post_message(
     let result = async {
         let kind = body_kind(&headers)?;
         let rules = body::Rules::of(&state);
-        let bytes = read_body(&headers, body, rules.single_body_limit()).await?;
+        let bytes = read_body(&headers, body, body::single_body_limit(&rules)).await?;
         let message = body::message(rules, kind, &bytes)?;
         // Checked once the message is known good, so that a refused one takes no token.
         state.admit(Limit::Messages, "/v1/messages", peer, &headers, 1)?;

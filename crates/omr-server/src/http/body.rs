@@ -12,35 +12,18 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_api::http::MessageIn;
 use omr_api::ErrorCode;
-use omr_core::{validate_payload, Clue, Message, ParamSet, Postage};
+use omr_core::{validate_payload, Clue, Message};
 use omr_store::NewMessage;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::error::ServiceError;
+pub use crate::service::board::Rules;
+use crate::service::board::{check_message, check_params};
 
-/// What a posted message must satisfy: the server's parameter set, its postage (0: off) and
-/// its largest attachment (0: none taken).
-#[derive(Debug, Clone, Copy)]
-pub struct Rules {
-    pub params: &'static ParamSet,
-    pub postage_bits: u32,
-    pub max_attachment_bytes: usize,
-}
-
-impl Rules {
-    /// The rules of a running server.
-    pub fn of(state: &crate::service::Service) -> Self {
-        Rules {
-            params: state.params,
-            postage_bits: state.config.postage_bits,
-            max_attachment_bytes: state.config.max_attachment_bytes,
-        }
-    }
-
-    /// Largest `POST /v1/messages` body: a message, and the largest attachment in base64.
-    pub fn single_body_limit(&self) -> usize {
-        SINGLE_BODY_LIMIT + self.max_attachment_bytes.div_ceil(3) * 4
-    }
+/// The largest `POST /v1/messages` body under `rules`: a message, and the largest attachment in
+/// base64.
+pub fn single_body_limit(rules: &Rules) -> usize {
+    SINGLE_BODY_LIMIT + rules.max_attachment_bytes.div_ceil(3) * 4
 }
 
 /// Largest single-message body without an attachment (JSON base64 of the largest clue and
@@ -282,6 +265,8 @@ fn from_json(rules: Rules, m: &MessageIn) -> Result<NewMessage, ServiceError> {
     })?;
     let decoded = Clue::from_bytes(&clue).map_err(|e| ServiceError::from_omr("clue", e))?;
     check_params(rules.params, decoded.params().name)?;
+    // Before the attachment is decoded, as `check_message` would (an oversized payload is
+    // named first).
     validate_payload(rules.params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
     let attachment = match &m.attachment {
         None => Vec::new(),
@@ -292,76 +277,14 @@ fn from_json(rules: Rules, m: &MessageIn) -> Result<NewMessage, ServiceError> {
             )
         })?,
     };
-    check_attachment(rules, &attachment)?;
-    check_postage(rules, &clue, &payload, &attachment, m.nonce)?;
-    Ok(NewMessage {
-        clue,
-        payload,
-        attachment,
-    })
+    check_message(rules, clue, payload, attachment, m.nonce)
 }
 
 /// Decode and validate one binary message (`omr_core::Message` encoding).
 fn from_binary(rules: Rules, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
     let m = Message::from_bytes(bytes).map_err(|e| ServiceError::from_omr("message", e))?;
     check_params(rules.params, m.params().name)?;
-    let clue = m.clue.to_bytes();
-    check_attachment(rules, &m.attachment)?;
-    check_postage(rules, &clue, &m.payload, &m.attachment, m.nonce)?;
-    Ok(NewMessage {
-        clue,
-        payload: m.payload,
-        attachment: m.attachment,
-    })
-}
-
-/// An attachment no longer than `max_attachment_bytes`, and none when that is 0.
-fn check_attachment(rules: Rules, attachment: &[u8]) -> Result<(), ServiceError> {
-    let max = rules.max_attachment_bytes;
-    if attachment.len() <= max {
-        return Ok(());
-    }
-    let why = if max == 0 {
-        "this server takes no attachments (max_attachment_bytes = 0)".to_string()
-    } else {
-        format!(
-            "the attachment is {} bytes; this server takes at most {max} (max_attachment_bytes)",
-            attachment.len()
-        )
-    };
-    Err(ServiceError::new(ErrorCode::AttachmentTooLarge, why))
-}
-
-/// With `postage_bits` > 0, the message's stamp (over the clue bytes as stored): refused with
-/// `postage_required` without a nonce, `postage_invalid` with one that falls short. One
-/// SHA-256 of the message, before anything is queued.
-fn check_postage(
-    rules: Rules,
-    clue: &[u8],
-    payload: &[u8],
-    attachment: &[u8],
-    nonce: Option<u64>,
-) -> Result<(), ServiceError> {
-    if rules.postage_bits == 0 {
-        return Ok(());
-    }
-    Postage::new(rules.params, clue, payload)
-        .with_attachment(attachment)
-        .check(rules.postage_bits, nonce)
-        .map_err(|e| ServiceError::from_omr("message", e))
-}
-
-fn check_params(params: &ParamSet, got: &str) -> Result<(), ServiceError> {
-    if got != params.name {
-        return Err(ServiceError::new(
-            ErrorCode::ParamSetMismatch,
-            format!(
-                "clue uses parameter set {got}; this server runs {}",
-                params.name
-            ),
-        ));
-    }
-    Ok(())
+    check_message(rules, m.clue.to_bytes(), m.payload, m.attachment, m.nonce)
 }
 
 #[cfg(test)]

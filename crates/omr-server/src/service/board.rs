@@ -1,11 +1,13 @@
-//! The public board: messages (validated by the transport that decoded them) go to the group
-//! commit and are counted once committed; a refused one is counted by its error code; reading
-//! is a page of the board from an index.
+//! The public board: a decoded message is checked against the server's [`Rules`] (parameter
+//! set, payload, attachment, postage: [`check_message`]) before anything is queued; good ones go
+//! to the group commit and are counted once committed ([`post`]); a refused one is counted by its
+//! error code ([`rejected`]); [`read`] is a page of the board from an index.
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_api::http::{BoardMessage, BoardPage};
 use omr_api::ErrorCode;
+use omr_core::{validate_payload, ParamSet, Postage};
 use omr_store::{NewMessage, StoredMessage};
 
 use super::ingest::IngestError;
@@ -14,6 +16,95 @@ use crate::error::ServiceError;
 
 /// Most board messages one read returns.
 pub const MAX_READ: u32 = 1000;
+
+/// What a posted message must satisfy: the server's parameter set, its postage (0: off) and
+/// its largest attachment (0: none taken).
+#[derive(Debug, Clone, Copy)]
+pub struct Rules {
+    pub params: &'static ParamSet,
+    pub postage_bits: u32,
+    pub max_attachment_bytes: usize,
+}
+
+impl Rules {
+    /// The rules of a running server.
+    pub fn of(svc: &Service) -> Self {
+        Rules {
+            params: svc.params,
+            postage_bits: svc.config.postage_bits,
+            max_attachment_bytes: svc.config.max_attachment_bytes,
+        }
+    }
+}
+
+/// A message whose clue decoded under `rules.params` (the transport checked that), as stored
+/// once its payload, attachment and postage stamp pass `rules`.
+pub fn check_message(
+    rules: Rules,
+    clue: Vec<u8>,
+    payload: Vec<u8>,
+    attachment: Vec<u8>,
+    nonce: Option<u64>,
+) -> Result<NewMessage, ServiceError> {
+    validate_payload(rules.params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
+    check_attachment(rules, &attachment)?;
+    check_postage(rules, &clue, &payload, &attachment, nonce)?;
+    Ok(NewMessage {
+        clue,
+        payload,
+        attachment,
+    })
+}
+
+/// An attachment no longer than `max_attachment_bytes`, and none when that is 0.
+fn check_attachment(rules: Rules, attachment: &[u8]) -> Result<(), ServiceError> {
+    let max = rules.max_attachment_bytes;
+    if attachment.len() <= max {
+        return Ok(());
+    }
+    let why = if max == 0 {
+        "this server takes no attachments (max_attachment_bytes = 0)".to_string()
+    } else {
+        format!(
+            "the attachment is {} bytes; this server takes at most {max} (max_attachment_bytes)",
+            attachment.len()
+        )
+    };
+    Err(ServiceError::new(ErrorCode::AttachmentTooLarge, why))
+}
+
+/// With `postage_bits` > 0, the message's stamp (over the clue bytes as stored): refused with
+/// `postage_required` without a nonce, `postage_invalid` with one that falls short. One
+/// SHA-256 of the message, before anything is queued.
+fn check_postage(
+    rules: Rules,
+    clue: &[u8],
+    payload: &[u8],
+    attachment: &[u8],
+    nonce: Option<u64>,
+) -> Result<(), ServiceError> {
+    if rules.postage_bits == 0 {
+        return Ok(());
+    }
+    Postage::new(rules.params, clue, payload)
+        .with_attachment(attachment)
+        .check(rules.postage_bits, nonce)
+        .map_err(|e| ServiceError::from_omr("message", e))
+}
+
+/// A clue of the server's parameter set.
+pub fn check_params(params: &ParamSet, got: &str) -> Result<(), ServiceError> {
+    if got != params.name {
+        return Err(ServiceError::new(
+            ErrorCode::ParamSetMismatch,
+            format!(
+                "clue uses parameter set {got}; this server runs {}",
+                params.name
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// Queue `messages` (known good) for the group commit and count them once committed under
 /// `route` (`single` or `batch`); the first index.
