@@ -13,6 +13,7 @@ mod postage;
 mod registry;
 mod retention;
 mod roles;
+mod routes;
 mod supervise;
 mod tidy;
 mod tls;
