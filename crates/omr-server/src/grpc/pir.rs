@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::admit;
 use crate::admission::Limit;
-use crate::service::pir::count_request;
+use crate::service::pir::{self, count_request};
 use crate::state::ApiState;
 
 pub type HintStream = Pin<Box<dyn Stream<Item = Result<GetPirHintResponse, Status>> + Send>>;
@@ -23,14 +23,11 @@ pub async fn hint(
 ) -> Result<Response<HintStream>, Status> {
     let result = async {
         admit(state, Limit::Digests, "GetPirHint", &request)?;
-        state
-            .pir
-            .get(&state.pir_serving(), request.get_ref().epoch)
-            .await
+        pir::hint(&state.service, request.get_ref().epoch).await
     }
     .await;
     count_request(&state.metrics.pir, "hint", &result);
-    let hint = result?.hint.clone();
+    let hint = result?;
     let total_bytes = hint.len() as u64;
     let chunks: Vec<Result<GetPirHintResponse, Status>> = (0..hint.len())
         .step_by(omr_api::CHUNK_BYTES)
@@ -52,10 +49,7 @@ pub async fn answer(
     let result = async {
         admit(state, Limit::Digests, "AnswerPirQuery", &request)?;
         let r = request.get_ref();
-        state
-            .pir
-            .answer(&state.pir_serving(), r.epoch, &r.query)
-            .await
+        pir::answer(&state.service, r.epoch, &r.query).await
     }
     .await;
     count_request(&state.metrics.pir, "query", &result);

@@ -17,7 +17,7 @@ use super::body::{body_kind, read_body, BodyKind};
 use super::HttpState;
 use crate::admission::Limit;
 use crate::error::ServiceError;
-use crate::service::pir::count_request;
+use crate::service::pir::{self, count_request};
 
 fn octets(bytes: impl Into<Body>) -> Response {
     (
@@ -47,8 +47,7 @@ pub(super) async fn get_hint(
 ) -> Response {
     let result = async {
         state.admit(Limit::Digests, "/v1/pir/hint", peer, &headers, 1)?;
-        let built = state.pir.get(&state.pir_serving(), epoch).await?;
-        let mut resp = octets(built.hint.clone());
+        let mut resp = octets(pir::hint(&state.service, epoch).await?);
         resp.headers_mut().insert(
             header::CACHE_CONTROL,
             header::HeaderValue::from_static("public, max-age=86400, immutable"),
@@ -89,12 +88,10 @@ pub(super) async fn post_query(
                 "a PIR query is application/octet-stream",
             ));
         }
-        let at = state.pir_serving();
-        let shape = (at.epochs.attachment_shape(at.max_attachment_bytes.max(1)))
-            .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
-        let bytes = read_body(&headers, body, shape.query_bytes()).await?;
+        let limit = pir::max_query_bytes(&state.service)?;
+        let bytes = read_body(&headers, body, limit).await?;
         state.admit(Limit::Digests, "/v1/pir/query", peer, &headers, 1)?;
-        Ok(octets(state.pir.answer(&at, epoch, &bytes).await?))
+        Ok(octets(pir::answer(&state.service, epoch, &bytes).await?))
     }
     .await;
     count_request(&state.metrics.pir, "query", &result);

@@ -36,6 +36,30 @@ pub struct Serving {
     pub metrics: PirMetrics,
 }
 
+/// The hint of closed epoch `epoch` (the same bytes for every client), building its database
+/// the first time it is asked for.
+pub async fn hint(svc: &super::Service, epoch: u64) -> Result<Bytes, ServiceError> {
+    Ok(svc.pir.get(&svc.pir_serving(), epoch).await?.hint.clone())
+}
+
+/// The answer to `query` (its omr-pir encoding) against closed epoch `epoch`.
+pub async fn answer(
+    svc: &super::Service,
+    epoch: u64,
+    query: &[u8],
+) -> Result<Vec<u8>, ServiceError> {
+    svc.pir.answer(&svc.pir_serving(), epoch, query).await
+}
+
+/// The most bytes a query to this server's epochs takes (its epochs' database shape).
+pub fn max_query_bytes(svc: &super::Service) -> Result<usize, ServiceError> {
+    let shape = (svc
+        .epochs
+        .attachment_shape(svc.config.max_attachment_bytes.max(1)))
+    .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
+    Ok(shape.query_bytes())
+}
+
 /// Count a hint or query request (HTTP or gRPC) by `route` and outcome (`ok` or the error
 /// code).
 pub fn count_request<T>(metrics: &PirMetrics, route: &str, result: &Result<T, ServiceError>) {
