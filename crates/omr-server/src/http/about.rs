@@ -69,7 +69,7 @@ pub(super) fn openapi(
 }
 
 /// The parameter set and limits of this server.
-#[utoipa::path(get, path = "/v1/params", responses((status = 200, body = Params)))]
+#[utoipa::path(get, tag = "about", path = "/v1/params", responses((status = 200, body = Params)))]
 pub(super) async fn get_params(
     State(state): State<Arc<HttpState>>,
 ) -> Result<Json<Params>, ServiceError> {

@@ -20,7 +20,7 @@ const ADMIN_BODY_LIMIT: usize = 4 * 1024;
 
 /// Mint an invite code for `registration = "invite"`.
 #[utoipa::path(
-    post, path = "/v1/admin/invites",
+    post, tag = "admin", path = "/v1/admin/invites",
     request_body(content = NewInvite, description = "JSON; an empty body means one use, no expiry"),
     responses(
         (status = 201, body = CreatedInvite, description = "Minted; the code is shown only here"),

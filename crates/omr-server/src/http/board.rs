@@ -21,7 +21,7 @@ use crate::service::board;
 
 /// Post one message. Answers only after the message is durably committed.
 #[utoipa::path(
-    post, path = "/v1/messages",
+    post, tag = "board", path = "/v1/messages",
     request_body(content = MessageIn, description = "JSON, or application/octet-stream with the omr-core Message encoding"),
     responses(
         (status = 201, body = Posted, description = "Committed"),
@@ -58,7 +58,7 @@ pub(super) async fn post_message(
 /// (u32 little-endian length, Message encoding). Every message is checked (its postage too)
 /// before any is queued: one bad message refuses the whole batch, naming its position.
 #[utoipa::path(
-    post, path = "/v1/messages/batch",
+    post, tag = "board", path = "/v1/messages/batch",
     request_body(content = BatchIn),
     responses(
         (status = 201, body = BatchPosted, description = "All committed, in request order"),
@@ -106,7 +106,7 @@ pub(super) async fn post_batch(
 
 /// Read the public board.
 #[utoipa::path(
-    get, path = "/v1/messages", params(ReadQuery),
+    get, tag = "board", path = "/v1/messages", params(ReadQuery),
     responses(
         (status = 200, body = BoardPage),
         (status = 400, body = ErrorBody),

@@ -18,7 +18,7 @@ use crate::service::digests::{self, BuiltDigest};
 /// The encoded digest, with the range it covers in `omr-range-start` / `omr-range-end`, the board
 /// head and the key's lag; `omr-next-from` when more of the range is on a further page.
 #[utoipa::path(
-    get, path = "/v1/digests/{key_id}", params(("key_id" = String, Path), DigestQuery),
+    get, tag = "keys", path = "/v1/digests/{key_id}", params(("key_id" = String, Path), DigestQuery),
     responses(
         (status = 200, description = "application/octet-stream: the omr-core Digest encoding"),
         (status = 401, body = ErrorBody, description = "No Bearer token"),

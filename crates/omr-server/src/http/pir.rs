@@ -30,7 +30,7 @@ fn octets(bytes: impl Into<Body>) -> Response {
 
 /// The hint of a closed epoch's attachment database (omr-pir encoding).
 #[utoipa::path(
-    get, path = "/v1/pir/{epoch}/hint",
+    get, tag = "pir", path = "/v1/pir/{epoch}/hint",
     params(("epoch" = u64, Path, description = "Board indices epoch·epoch_len .. (epoch+1)·epoch_len")),
     responses(
         (status = 200, content_type = "application/octet-stream", description = "The hint (the same bytes for every client; cacheable)"),
@@ -61,7 +61,7 @@ pub(super) async fn get_hint(
 
 /// Answer one fetch's queries against a closed epoch's attachment database.
 #[utoipa::path(
-    post, path = "/v1/pir/{epoch}/query",
+    post, tag = "pir", path = "/v1/pir/{epoch}/query",
     params(("epoch" = u64, Path, description = "The epoch the hint came from")),
     request_body(content_type = "application/octet-stream", description = "The queries (omr-pir encoding)"),
     responses(

@@ -16,7 +16,7 @@ use crate::error::ServiceError;
 /// the key's cursor is past `wait_past` (a message after it was detected), or after
 /// `timeout_secs` (default 30, at most 60) with the status as it is then.
 #[utoipa::path(
-    get, path = "/v1/keys/{key_id}/status", params(("key_id" = String, Path), StatusQuery),
+    get, tag = "keys", path = "/v1/keys/{key_id}/status", params(("key_id" = String, Path), StatusQuery),
     responses(
         (status = 200, body = KeyStatus),
         (status = 400, body = ErrorBody, description = "Malformed query"),
