@@ -15,6 +15,7 @@ pub enum GrpcCode {
     PermissionDenied = 7,
     ResourceExhausted = 8,
     FailedPrecondition = 9,
+    Unimplemented = 12,
     Internal = 13,
     Unavailable = 14,
     Unauthenticated = 16,
@@ -101,6 +102,13 @@ error_codes! {
     TooManyKeys = "too_many_keys", http: 507, grpc: ResourceExhausted;
     /// A key registered to start below the oldest board message retention kept.
     StartIndexRetired = "start_index_retired", http: 410, grpc: FailedPrecondition;
+    /// A key registered to start past the board head: it would report being caught up while
+    /// nothing is detected for it. Register from now, or from an index on the board.
+    StartIndexAhead = "start_index_ahead", http: 409, grpc: FailedPrecondition;
+    /// No route at this path.
+    UnknownRoute = "unknown_route", http: 404, grpc: NotFound;
+    /// The route does not take this method.
+    MethodNotAllowed = "method_not_allowed", http: 405, grpc: Unimplemented;
     /// Too many key uploads at once: retry shortly.
     Busy = "busy", http: 503, grpc: Unavailable;
     /// A key upload took longer than `key_upload_timeout_secs`.

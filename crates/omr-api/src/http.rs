@@ -56,10 +56,12 @@ pub struct BatchPosted {
 /// Query of `GET /v1/messages`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 pub struct ReadQuery {
     /// First index to return (default 0).
     pub from: Option<u64>,
     /// Most messages to return (default and maximum 1000).
+    #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 1000))]
     pub limit: Option<u32>,
 }
 
@@ -124,6 +126,7 @@ pub struct Params {
 /// Query of `GET /v1/digests/{key_id}`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 pub struct DigestQuery {
     /// First board index wanted (default: the key's start). Rounded down to an epoch start.
     pub from: Option<u64>,
@@ -142,6 +145,7 @@ pub const DEFAULT_WAIT_SECS: u64 = 30;
 /// Query of `GET /v1/keys/{key_id}/status`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 #[serde(deny_unknown_fields)]
 pub struct StatusQuery {
     /// Long-poll: answer as soon as the key's cursor is greater than this index (at once if it

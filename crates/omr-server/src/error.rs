@@ -76,6 +76,18 @@ impl ServiceError {
         )
     }
 
+    /// A registration starting at `start`, past the board head `head`: it would report being
+    /// caught up while nothing is detected for it until the board got there.
+    pub fn start_index_ahead(start: u64, head: u64) -> Self {
+        Self::new(
+            ErrorCode::StartIndexAhead,
+            format!(
+                "start index {start} is past the board head ({head}); nothing was stored. \
+                 Register from now, or from an index up to {head}"
+            ),
+        )
+    }
+
     /// The refusal of a registration without an invite code by a server that wants one.
     pub fn invite_required() -> Self {
         Self::new(

@@ -14,12 +14,12 @@ pub fn new_token() -> (String, [u8; 32]) {
     (token, hash)
 }
 
-/// The token of an `Authorization: Bearer <token>` value.
+/// The token of an `Authorization: Bearer <token>` value; the scheme's name is
+/// case-insensitive (RFC 9110, section 11.1).
 pub fn bearer(value: &str) -> Option<&str> {
-    value
-        .strip_prefix("Bearer ")
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// Whether `token` hashes to `stored_hash`.
@@ -39,6 +39,9 @@ mod tests {
         assert!(token_matches(&t, &h));
         assert!(!token_matches(&t[1..], &h));
         assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer abc"), Some("abc"));
+        assert_eq!(bearer("BEARER  abc "), Some("abc"));
+        assert_eq!(bearer("Bearerabc"), None);
         assert_eq!(bearer("Basic abc"), None);
         assert_eq!(bearer("Bearer "), None);
     }

@@ -234,6 +234,23 @@ async fn attachments_come_back_through_pir_once_their_epoch_closes(db: &TestDb) 
         (status, &body["code"]),
         (StatusCode::BAD_REQUEST, &json!("malformed_pir_query"))
     );
+    // The epoch is checked before the query; an epoch that has not begun is unknown, not open;
+    // a path that names no epoch number answers in the one error shape.
+    let (status, body) = c
+        .post_bytes("/v1/pir/2/query", BINARY, b"not a query".to_vec())
+        .await;
+    assert_eq!(
+        (status, &body["code"]),
+        (StatusCode::CONFLICT, &json!("epoch_open"))
+    );
+    assert_eq!(
+        hint(&s, 1000).await.unwrap_err(),
+        (StatusCode::NOT_FOUND, "unknown_epoch".into())
+    );
+    let r = c.get("/v1/pir/-1/hint").await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "malformed_query", "{body}");
     let hint0 = hint(&s, 0).await.unwrap();
     let (query, _) = hint0.query(1, &mut rand::thread_rng()).unwrap();
     let (status, body) = c

@@ -5,6 +5,7 @@ mod admission;
 mod attachments;
 mod board;
 mod capacity;
+mod contract;
 mod detection;
 mod layers;
 mod limits;

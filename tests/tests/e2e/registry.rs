@@ -175,16 +175,20 @@ async fn a_real_key_registers_in_chunks_and_its_token_guards_it(db: &TestDb) {
         .unwrap_err();
     assert_eq!(e.code(), Code::Unauthenticated);
 
-    // A start index is honoured; keys survive a restart.
+    // A start index on the board is honoured (one past the head is refused: contract.rs);
+    // keys survive a restart.
+    for payload in [b"a", b"b", b"c"] {
+        s.client().post(&keys.clue_key, payload).await;
+    }
     let mut msgs = vec![header(
         INSECURE_TEST.name,
         4,
         key.len(),
-        Start::StartIndex(42),
+        Start::StartIndex(3),
     )];
     msgs.extend(chunks(&key));
     let reg2 = register(&s, msgs).await.unwrap();
-    assert_eq!(reg2.start_index, 42);
+    assert_eq!(reg2.start_index, 3);
     let s = s.restart().await;
     let mut c = s.client().detector().await;
     let st = c
@@ -197,7 +201,7 @@ async fn a_real_key_registers_in_chunks_and_its_token_guards_it(db: &TestDb) {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(st.cursor, 42);
+    assert_eq!(st.cursor, 3);
 
     c.delete_detection_key(authed(
         DeleteDetectionKeyRequest {

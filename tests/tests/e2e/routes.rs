@@ -6,7 +6,7 @@
 use omr_proto::v1::registration_header::Start;
 use omr_test_support::{insecure_keys, TestServer};
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// The count of `omr_http_request_seconds` for `route` and `status` in `metrics`.
 fn requests(metrics: &str, route: &str, status: u16) -> Option<f64> {
@@ -39,10 +39,10 @@ async fn latency_is_labelled_by_route_without_its_parameters() {
         api.get("/v1/nothing/here").await.status(),
         StatusCode::NOT_FOUND
     );
-    // An epoch that does not exist yet: still the hint route's series.
+    // An epoch that has not begun: still the hint route's series.
     assert_eq!(
         api.get("/v1/pir/7/hint").await.status(),
-        StatusCode::CONFLICT
+        StatusCode::NOT_FOUND
     );
 
     let metrics = api.metrics().await;
@@ -62,7 +62,7 @@ async fn latency_is_labelled_by_route_without_its_parameters() {
         "{metrics}"
     );
     assert_eq!(
-        requests(&metrics, "/v1/pir/hint", 409),
+        requests(&metrics, "/v1/pir/hint", 404),
         Some(1.0),
         "{metrics}"
     );
@@ -112,6 +112,56 @@ async fn the_openapi_document_lists_every_api_route_the_router_serves() {
     assert_eq!(
         api["components"]["securitySchemes"]["admin_token"]["scheme"],
         "bearer"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn unrouted_paths_and_wrong_methods_answer_in_the_one_error_shape() {
+    let s = TestServer::start_sqlite().await;
+    let api = s.client();
+    let r = api.get("/v1/nothing/here").await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "unknown_route", "{body}");
+    let r = (api.http().delete(api.url("/v1/messages")).send().await).unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "method_not_allowed", "{body}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn query_parameters_are_documented_as_query_parameters_with_their_bounds() {
+    let s = TestServer::start_sqlite().await;
+    let api: Value = s.client().get("/openapi.json").await.json().await.unwrap();
+    let params = |path: &str| -> Vec<Value> {
+        api["paths"][path]["get"]["parameters"]
+            .as_array()
+            .expect("parameters")
+            .clone()
+    };
+    let named = |path: &str, name: &str| {
+        params(path)
+            .into_iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{path} documents no {name}"))
+    };
+    for (path, name) in [
+        ("/v1/messages", "from"),
+        ("/v1/messages", "limit"),
+        ("/v1/digests/{key_id}", "from"),
+        ("/v1/digests/{key_id}", "to"),
+        ("/v1/keys/{key_id}/status", "wait_past"),
+        ("/v1/keys/{key_id}/status", "timeout_secs"),
+    ] {
+        assert_eq!(named(path, name)["in"], "query", "{path} {name}");
+    }
+    assert_eq!(named("/v1/digests/{key_id}", "key_id")["in"], "path");
+    let limit = &named("/v1/messages", "limit")["schema"];
+    assert_eq!(
+        (&limit["minimum"], &limit["maximum"]),
+        (&json!(1), &json!(1000))
     );
     s.stop().await;
 }

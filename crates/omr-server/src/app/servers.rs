@@ -61,10 +61,15 @@ pub(super) async fn serve_grpc(
     health_reporter
         .set_serving::<DetectorServer<DetectorService>>()
         .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(omr_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    // Reflection v1, and v1alpha for the clients that still ask only for it (grpcio-reflection's
+    // descriptor database, older grpcurl, Postman).
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(omr_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let (reflection, reflection_v1alpha) =
+        (reflection().build_v1()?, reflection().build_v1alpha()?);
     let detector = DetectorServer::new(DetectorService::new(state.clone()))
         .max_decoding_message_size(GRPC_MAX_MESSAGE);
     let c = cancel.clone();
@@ -89,6 +94,7 @@ pub(super) async fn serve_grpc(
         server
             .add_service(health_service)
             .add_service(reflection)
+            .add_service(reflection_v1alpha)
             .add_service(detector)
             .serve_with_incoming_shutdown(
                 grpc_incoming(

@@ -87,6 +87,8 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/metrics", get(probes::metrics));
     if state.config.role == crate::config::Role::Worker {
         return probes
+            .fallback(unknown_route)
+            .method_not_allowed_fallback(method_not_allowed)
             .layer(middleware::from_fn_with_state(state.clone(), observe))
             .with_state(state);
     }
@@ -112,8 +114,29 @@ pub fn router(state: Arc<HttpState>) -> Router {
     probes
         .merge(overload.guard(api, timeout))
         .merge(overload.guard(long_poll, long_poll_timeout))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
+}
+
+/// A path no route serves: `404 unknown_route`, in the one error shape.
+async fn unknown_route(uri: axum::http::Uri) -> ServiceError {
+    ServiceError::new(
+        omr_api::ErrorCode::UnknownRoute,
+        format!("no route {}; /openapi.json lists them", uri.path()),
+    )
+}
+
+/// A route called with a method it does not take: `405 method_not_allowed`.
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ServiceError {
+    ServiceError::new(
+        omr_api::ErrorCode::MethodNotAllowed,
+        format!(
+            "{} does not take {method}; /openapi.json lists its methods",
+            uri.path()
+        ),
+    )
 }
 
 /// Record latency per route and status.

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -18,6 +19,20 @@ use super::HttpState;
 use crate::admission::Limit;
 use crate::error::ServiceError;
 use crate::service::pir::{self, count_request};
+
+/// The `{epoch}` of a PIR route, or `400 malformed_query` in the one error shape.
+fn epoch_number(epoch: Result<Path<u64>, PathRejection>) -> Result<u64, ServiceError> {
+    let Path(epoch) = epoch.map_err(|e| {
+        ServiceError::new(
+            ErrorCode::MalformedQuery,
+            format!(
+                "the epoch must be an epoch number (0, 1, …): {}",
+                e.body_text()
+            ),
+        )
+    })?;
+    Ok(epoch)
+}
 
 fn octets(bytes: impl Into<Body>) -> Response {
     (
@@ -34,6 +49,7 @@ fn octets(bytes: impl Into<Body>) -> Response {
     params(("epoch" = u64, Path, description = "Board indices epoch·epoch_len .. (epoch+1)·epoch_len")),
     responses(
         (status = 200, content_type = "application/octet-stream", description = "The hint (the same bytes for every client; cacheable)"),
+        (status = 400, body = ErrorBody, description = "The epoch is not an epoch number (`malformed_query`)"),
         (status = 404, body = ErrorBody, description = "No such epoch: past the board, deleted by retention, or no attachments (`unknown_epoch`)"),
         (status = 409, body = ErrorBody, description = "The epoch is still open (`epoch_open`)"),
         (status = 429, body = ErrorBody, description = "This client's rate limit"),
@@ -43,9 +59,10 @@ pub(super) async fn get_hint(
     State(state): State<Arc<HttpState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    Path(epoch): Path<u64>,
+    epoch: Result<Path<u64>, PathRejection>,
 ) -> Response {
     let result = async {
+        let epoch = epoch_number(epoch)?;
         state.admit(Limit::Digests, "/v1/pir/hint", peer, &headers, 1)?;
         let mut resp = octets(pir::hint(&state.service, epoch).await?);
         resp.headers_mut().insert(
@@ -66,7 +83,7 @@ pub(super) async fn get_hint(
     request_body(content_type = "application/octet-stream", description = "The queries (omr-pir encoding)"),
     responses(
         (status = 200, content_type = "application/octet-stream", description = "The answer (omr-pir encoding)"),
-        (status = 400, body = ErrorBody, description = "The query does not decode or is for another database (`malformed_pir_query`)"),
+        (status = 400, body = ErrorBody, description = "The query does not decode or is for another database (`malformed_pir_query`), or the epoch is not an epoch number (`malformed_query`)"),
         (status = 404, body = ErrorBody, description = "No such epoch (`unknown_epoch`)"),
         (status = 409, body = ErrorBody, description = "The epoch is still open (`epoch_open`)"),
         (status = 413, body = ErrorBody, description = "Larger than this server's queries"),
@@ -78,10 +95,11 @@ pub(super) async fn post_query(
     State(state): State<Arc<HttpState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    Path(epoch): Path<u64>,
+    epoch: Result<Path<u64>, PathRejection>,
     body: Body,
 ) -> Response {
     let result = async {
+        let epoch = epoch_number(epoch)?;
         if body_kind(&headers)? != BodyKind::Binary {
             return Err(ServiceError::new(
                 ErrorCode::UnsupportedMediaType,

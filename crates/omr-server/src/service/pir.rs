@@ -156,6 +156,8 @@ impl PirEpochs {
         epoch: u64,
         query: &[u8],
     ) -> Result<Vec<u8>, ServiceError> {
+        // The epoch first: a query to an epoch not served is refused for that, whatever it is.
+        served_range(at, epoch).await?;
         let query = Query::from_bytes(query)
             .map_err(|e| ServiceError::new(ErrorCode::MalformedPirQuery, e.to_string()))?;
         let built = self.get(at, epoch).await?;
@@ -189,6 +191,12 @@ async fn served_range(at: &Serving, epoch: u64) -> Result<(u64, u64), ServiceErr
         .board_head()
         .await
         .map_err(|e| ServiceError::internal("reading the board head", e))?;
+    if start > head {
+        return Err(unknown(format!(
+            "epoch {epoch} holds board indices {start}..{end} and the board is at {head}: it \
+             has not begun"
+        )));
+    }
     if end > head {
         return Err(ServiceError::new(
             ErrorCode::EpochOpen,

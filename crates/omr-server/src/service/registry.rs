@@ -47,8 +47,9 @@ pub async fn admit(
 }
 
 /// Refuse a registration when `max_keys` keys are registered already, or when it starts below
-/// the oldest board message retention kept. (The insert checks both again, atomically, for
-/// uploads racing.)
+/// the oldest board message retention kept (the insert checks both again, atomically, for
+/// uploads racing), or past the board head (the head only grows, so a start on the board now
+/// stays on it).
 async fn check_room(svc: &Service, h: &RegistrationHeader) -> Result<(), ServiceError> {
     let store = &svc.store;
     let keys = (store.key_count().await).map_err(|e| ServiceError::internal("counting keys", e))?;
@@ -63,6 +64,10 @@ async fn check_room(svc: &Service, h: &RegistrationHeader) -> Result<(), Service
         .map_err(|e| ServiceError::internal("reading the oldest retained index", e))?;
     if start < oldest {
         return Err(ServiceError::start_index_retired(start, oldest));
+    }
+    let head = svc.board_head().await?;
+    if start > head {
+        return Err(ServiceError::start_index_ahead(start, head));
     }
     Ok(())
 }

@@ -1,0 +1,114 @@
+//! The API contract as clients we did not write meet it: the `Bearer` scheme in any case (RFC
+//! 9110) on HTTP and gRPC; a registration that starts past the board head refused from its
+//! header (`start_index_ahead`), storing nothing; reflection for v1 and v1alpha clients.
+
+use omr_proto::v1::registration_header::Start;
+use omr_proto::v1::GetKeyStatusRequest;
+use omr_test_support::{insecure_keys, TestServer};
+use reqwest::StatusCode;
+use tonic_reflection::pb::{v1, v1alpha};
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive_on_both_apis() {
+    let s = TestServer::start_sqlite().await;
+    let api = s.client();
+    let r = api.register(insecure_keys(4), Start::FromNow(true)).await;
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let digest = (api
+            .http()
+            .get(api.url(&format!("/v1/digests/{}", r.key_id))))
+        .header("authorization", format!("{scheme} {}", r.token))
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(digest.status(), StatusCode::OK, "{scheme}");
+        let mut request = tonic::Request::new(GetKeyStatusRequest {
+            key_id: r.key_id.clone(),
+        });
+        let value = format!("{scheme} {}", r.token).parse().unwrap();
+        request.metadata_mut().insert("authorization", value);
+        let status = api.detector().await.get_key_status(request).await;
+        assert!(status.is_ok(), "{scheme}: {status:?}");
+    }
+    let other = (api
+        .http()
+        .get(api.url(&format!("/v1/digests/{}", r.key_id))))
+    .header("authorization", format!("Basic {}", r.token))
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(other.status(), StatusCode::UNAUTHORIZED);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_start_past_the_board_head_is_refused_and_stores_nothing() {
+    let s = TestServer::start_sqlite().await;
+    let api = s.client();
+    let keys = insecure_keys(4);
+    for payload in [b"a", b"b"] {
+        api.post(&keys.clue_key, payload).await;
+    }
+    let e = api
+        .try_register(insecure_keys(4), Start::StartIndex(1_000_000_000_000), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert_eq!(
+        e.metadata().get("omr-error-code").unwrap(),
+        "start_index_ahead"
+    );
+    assert!(e.message().contains("board head (2)"), "{e:?}");
+    assert_eq!(s.state().store.key_count().await.unwrap(), 0);
+    // At the head it registers: its first message is the next one posted.
+    let r = api.register(keys, Start::StartIndex(2)).await;
+    let next = api.post(&r.keys.clue_key, b"c").await;
+    let digest = api.caught_up_digest(&r, None).await;
+    assert_eq!(digest.messages, vec![(next, b"c".to_vec())]);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn reflection_answers_v1_and_v1alpha_clients() {
+    let s = TestServer::start_sqlite().await;
+    let channel = tonic::transport::Channel::from_shared(s.client().grpc_url().to_string())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut alpha = v1alpha::server_reflection_client::ServerReflectionClient::new(channel.clone());
+    let request = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            v1alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
+        ),
+    };
+    let mut answers = alpha
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = answers.message().await.unwrap().expect("an answer");
+    let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        answer.message_response
+    else {
+        panic!("not a service list: {answer:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(names.iter().any(|n| n == "omr.v1.Detector"), "{names:?}");
+
+    let mut current = v1::server_reflection_client::ServerReflectionClient::new(channel);
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut answers = current
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(answers.message().await.unwrap().is_some());
+    s.stop().await;
+}
