@@ -32,6 +32,7 @@ use omr_server::{Application, Config, LogFormat, Registration};
 ///   OMR_DATABASE_URL=postgres://postgres@127.0.0.1/omr omrd --log-format json
 ///   omrd --http-addr 0.0.0.0:8443 --grpc-addr 0.0.0.0:50051 --tls-cert cert.pem --tls-key key.pem
 ///   omrd --config /etc/omr/omrd.toml invite create --uses 5 --expires 7d
+///   omrd openapi > openapi.json            # the HTTP API's OpenAPI 3.1 document
 #[derive(Debug, Parser)]
 #[command(name = "omrd", version, verbatim_doc_comment)]
 struct Args {
@@ -72,6 +73,8 @@ struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Print the OpenAPI 3.1 document of the HTTP API (what GET /openapi.json serves) and exit.
+    Openapi,
     /// Invite codes for registration = "invite", on the configured store (while omrd runs or
     /// not; SQLite or PostgreSQL).
     #[command(subcommand)]
@@ -198,6 +201,19 @@ async fn create_invite(config: &Config, a: &CreateInvite) -> anyhow::Result<()> 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Command::Openapi) = &args.command {
+        let document = omr_server::http::openapi_document();
+        return match document.to_pretty_json() {
+            Ok(json) => {
+                println!("{json}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("omrd openapi: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config = match config(&args) {
         Ok(c) => c,
         Err(e) => {

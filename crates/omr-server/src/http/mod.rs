@@ -80,18 +80,18 @@ fn authorization(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
-pub fn router(state: Arc<HttpState>) -> Router {
-    let probes = Router::new()
-        .route("/livez", get(|| async { "ok" }))
-        .route("/readyz", get(probes::readyz))
-        .route("/metrics", get(probes::metrics));
-    if state.config.role == crate::config::Role::Worker {
-        return probes
-            .fallback(unknown_route)
-            .method_not_allowed_fallback(method_not_allowed)
-            .layer(middleware::from_fn_with_state(state.clone(), observe))
-            .with_state(state);
-    }
+/// The API routes, and the OpenAPI document of exactly those routes.
+struct Routes {
+    /// Answered within `request_timeout_secs`.
+    api: Router<Arc<HttpState>>,
+    /// Long-polls: their wait on top.
+    long_poll: Router<Arc<HttpState>>,
+    document: utoipa::openapi::OpenApi,
+}
+
+/// Every API route, declared once: each handler's `#[utoipa::path]` gives both its place in
+/// the router and its entry in the document.
+fn routes() -> Routes {
     let (api, mut document) = OpenApiRouter::with_openapi(about::ApiDoc::openapi())
         .routes(routes!(board::post_message, board::get_messages))
         .routes(routes!(board::post_batch))
@@ -106,6 +106,35 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .routes(routes!(status::get_key_status))
         .split_for_parts();
     document.merge(long_poll_document);
+    Routes {
+        api,
+        long_poll,
+        document,
+    }
+}
+
+/// The OpenAPI document `/openapi.json` serves (`omrd openapi` prints it).
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    routes().document
+}
+
+pub fn router(state: Arc<HttpState>) -> Router {
+    let probes = Router::new()
+        .route("/livez", get(|| async { "ok" }))
+        .route("/readyz", get(probes::readyz))
+        .route("/metrics", get(probes::metrics));
+    if state.config.role == crate::config::Role::Worker {
+        return probes
+            .fallback(unknown_route)
+            .method_not_allowed_fallback(method_not_allowed)
+            .layer(middleware::from_fn_with_state(state.clone(), observe))
+            .with_state(state);
+    }
+    let Routes {
+        api,
+        long_poll,
+        document,
+    } = routes();
     let api = api.route("/openapi.json", get(about::openapi(&document)));
     let overload =
         overload::Overload::new(state.config.max_concurrent_requests, state.metrics.clone());

@@ -1,5 +1,5 @@
 //! The `omrd` binary itself: --help, refusing the insecure set, serving on port 0 with the
-//! address file, and a clean exit on SIGTERM.
+//! address file, a clean exit on SIGTERM, and `omrd openapi`.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -26,6 +26,21 @@ fn help_explains_configuration() {
             text.contains(needle),
             "--help does not mention {needle}:\n{text}"
         );
+    }
+}
+
+#[test]
+fn openapi_prints_the_document_of_the_http_api() {
+    let out = Command::new(OMRD).arg("openapi").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    for path in [
+        "/v1/messages",
+        "/v1/digests/{key_id}",
+        "/v1/keys/{key_id}/status",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} missing: {doc}");
     }
 }
 
