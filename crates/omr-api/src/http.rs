@@ -190,9 +190,11 @@ pub struct KeyStatus {
 pub struct NewInvite {
     /// Registrations the code admits (default 1, at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub uses: Option<u32>,
     /// Seconds from now until the code expires (default: never; at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub expires_secs: Option<u64>,
 }
 

@@ -284,6 +284,7 @@ async fn the_admin_api_wants_the_admin_token(db: &TestDb) {
     ] {
         let (status, err) = error(post_invite(&s, Some(ADMIN_TOKEN), body.clone()).await).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {err:?}");
+        assert_eq!(err.code, "malformed_json", "{body}: {err:?}");
     }
     let api: serde_json::Value = reqwest::get(s.url("/openapi.json"))
         .await

@@ -40,20 +40,26 @@ use crate::error::ServiceError;
         CreatedInvite,
         ErrorBody
     )),
-    modifiers(&AdminTokenScheme)
+    modifiers(&TokenSchemes)
 )]
 pub(super) struct ApiDoc;
 
-/// The admin API's bearer token, as an OpenAPI security scheme.
-struct AdminTokenScheme;
+/// The two bearer tokens as OpenAPI security schemes: a key's access token (from its
+/// registration) and the admin API's token.
+struct TokenSchemes;
 
-impl Modify for AdminTokenScheme {
+impl Modify for TokenSchemes {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
+        let bearer = |what: &str| {
+            let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer);
+            SecurityScheme::Http(scheme.description(Some(what)).build())
+        };
         components.add_security_scheme(
-            "admin_token",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            "key_token",
+            bearer("A detection key's access token, returned once by its registration"),
         );
+        components.add_security_scheme("admin_token", bearer("The admin API's token"));
     }
 }
 

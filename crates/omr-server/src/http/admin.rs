@@ -21,10 +21,10 @@ const ADMIN_BODY_LIMIT: usize = 4 * 1024;
 /// Mint an invite code for `registration = "invite"`.
 #[utoipa::path(
     post, tag = "admin", path = "/v1/admin/invites",
-    request_body(content = NewInvite, description = "JSON; an empty body means one use, no expiry"),
+    request_body(content = Option<NewInvite>, content_type = "application/json", description = "JSON; an empty body means one use, no expiry"),
     responses(
         (status = 201, body = CreatedInvite, description = "Minted; the code is shown only here"),
-        (status = 400, body = ErrorBody, description = "Malformed JSON, uses or expiry out of range"),
+        (status = 400, body = ErrorBody, description = "Malformed JSON, uses or expiry out of range (`malformed_json`)"),
         (status = 401, body = ErrorBody, description = "No admin token (admin_unauthorized)"),
         (status = 403, body = ErrorBody, description = "Not the admin token (admin_forbidden)"),
         (status = 404, body = ErrorBody, description = "The admin API is off: no admin token configured (admin_disabled)"),

@@ -22,7 +22,10 @@ use crate::service::board;
 /// Post one message. Answers only after the message is durably committed.
 #[utoipa::path(
     post, tag = "board", path = "/v1/messages",
-    request_body(content = MessageIn, description = "JSON, or application/octet-stream with the omr-core Message encoding"),
+    request_body(
+        description = "JSON, or application/octet-stream with the omr-core Message encoding",
+        content((MessageIn = "application/json"), ("application/octet-stream"))
+    ),
     responses(
         (status = 201, body = Posted, description = "Committed"),
         (status = 400, body = ErrorBody, description = "Malformed clue, payload or JSON; wrong parameter set"),
@@ -59,7 +62,10 @@ pub(super) async fn post_message(
 /// before any is queued: one bad message refuses the whole batch, naming its position.
 #[utoipa::path(
     post, tag = "board", path = "/v1/messages/batch",
-    request_body(content = BatchIn),
+    request_body(
+        description = "JSON, or application/octet-stream: a sequence of (u32 little-endian length, omr-core Message encoding)",
+        content((BatchIn = "application/json"), ("application/octet-stream"))
+    ),
     responses(
         (status = 201, body = BatchPosted, description = "All committed, in request order"),
         (status = 400, body = ErrorBody, description = "A message is malformed: nothing stored"),

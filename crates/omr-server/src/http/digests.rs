@@ -20,12 +20,14 @@ use crate::service::digests::{self, BuiltDigest};
 #[utoipa::path(
     get, tag = "keys", path = "/v1/digests/{key_id}", params(("key_id" = String, Path), DigestQuery),
     responses(
-        (status = 200, description = "application/octet-stream: the omr-core Digest encoding"),
+        (status = 200, content_type = "application/octet-stream", description = "The omr-core Digest encoding"),
+        (status = 400, body = ErrorBody, description = "Malformed query (`malformed_query`)"),
         (status = 401, body = ErrorBody, description = "No Bearer token"),
         (status = 403, body = ErrorBody, description = "Wrong token"),
         (status = 404, body = ErrorBody, description = "Unknown key"),
         (status = 429, body = ErrorBody, description = "This client's digest rate limit; retry after Retry-After seconds"),
-    )
+    ),
+    security(("key_token" = []))
 )]
 pub(super) async fn get_digest(
     State(state): State<Arc<HttpState>>,

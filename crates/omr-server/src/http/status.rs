@@ -23,7 +23,8 @@ use crate::error::ServiceError;
         (status = 401, body = ErrorBody, description = "No Bearer token"),
         (status = 403, body = ErrorBody, description = "Wrong token"),
         (status = 404, body = ErrorBody, description = "Unknown key"),
-    )
+    ),
+    security(("key_token" = []))
 )]
 pub(super) async fn get_key_status(
     State(state): State<Arc<HttpState>>,

@@ -44,12 +44,12 @@ pub enum MintError {
     Store(#[from] StoreError),
 }
 
-/// The admin API's answer: bad input as `malformed_query`, a store failure logged and answered
-/// as `internal`.
+/// The admin API's answer: fields of its JSON body out of range as `malformed_json`, a store
+/// failure logged and answered as `internal`.
 impl From<MintError> for ServiceError {
     fn from(e: MintError) -> ServiceError {
         match e {
-            MintError::Invalid(m) => ServiceError::new(ErrorCode::MalformedQuery, m),
+            MintError::Invalid(m) => ServiceError::new(ErrorCode::MalformedJson, m),
             MintError::Store(e) => ServiceError::internal("storing an invite", e),
         }
     }
