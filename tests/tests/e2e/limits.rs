@@ -202,11 +202,28 @@ async fn board_reads_and_digests_have_limits_of_their_own(db: &TestDb) {
     // Posting is not limited here, and does not count against reads.
     api.post(&r.keys.clue_key, b"one").await;
 
+    // Refused reads (a malformed query) take no token.
+    for _ in 0..3 {
+        let malformed = api.get("/v1/messages?limit=0").await.status();
+        assert_eq!(malformed, StatusCode::BAD_REQUEST);
+    }
     for _ in 0..2 {
         assert_eq!(api.get("/v1/messages").await.status(), StatusCode::OK);
     }
     assert_rate_limited(api.get("/v1/messages").await, "the third board read").await;
 
+    // Refused digest requests (wrong token, unknown key) take no token from the bucket.
+    let refused = |key_id: String, token: String| {
+        let url = api.url(&format!("/v1/digests/{key_id}"));
+        let request = api.http().get(url).bearer_auth(token);
+        async move { request.send().await.expect("GET /v1/digests").status() }
+    };
+    for _ in 0..3 {
+        let wrong = refused(r.key_id.clone(), "0".repeat(64)).await;
+        assert_eq!(wrong, StatusCode::FORBIDDEN);
+        let unknown = refused("no-such-key".into(), r.token.clone()).await;
+        assert_eq!(unknown, StatusCode::NOT_FOUND);
+    }
     // Digests: one over HTTP, one over gRPC (the same bucket), then both refused.
     let first = api.digest(&r, None).await.status();
     assert_ne!(first, StatusCode::TOO_MANY_REQUESTS);

@@ -204,9 +204,17 @@ impl Detector for DetectorService {
     ) -> Result<Response<Self::GetDigestStream>, Status> {
         let svc = &self.state.service;
         let result = async {
-            admit(&self.state, Limit::Digests, "GetDigest", &request)?;
             let r = request.get_ref();
-            digests::get(svc, &r.key_id, authorization(&request), r.from, r.to).await
+            let charge = || admit(&self.state, Limit::Digests, "GetDigest", &request);
+            digests::get(
+                svc,
+                &r.key_id,
+                authorization(&request),
+                r.from,
+                r.to,
+                charge,
+            )
+            .await
         }
         .await;
         // The same outcome labels as the HTTP route: the error codes.

@@ -22,6 +22,7 @@ pub async fn hint(
     request: Request<GetPirHintRequest>,
 ) -> Result<Response<HintStream>, Status> {
     let result = async {
+        pir::check_epoch(&state.service, request.get_ref().epoch).await?;
         admit(state, Limit::Digests, "GetPirHint", &request)?;
         pir::hint(&state.service, request.get_ref().epoch).await
     }
@@ -47,8 +48,9 @@ pub async fn answer(
     request: Request<AnswerPirQueryRequest>,
 ) -> Result<Response<AnswerPirQueryResponse>, Status> {
     let result = async {
-        admit(state, Limit::Digests, "AnswerPirQuery", &request)?;
         let r = request.get_ref();
+        pir::check_epoch(&state.service, r.epoch).await?;
+        admit(state, Limit::Digests, "AnswerPirQuery", &request)?;
         pir::answer(&state.service, r.epoch, &r.query).await
     }
     .await;

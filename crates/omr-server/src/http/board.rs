@@ -125,7 +125,9 @@ pub(super) async fn get_messages(
     headers: HeaderMap,
     query: Result<Query<ReadQuery>, QueryRejection>,
 ) -> Result<Json<BoardPage>, ServiceError> {
-    state.admit(Limit::BoardReads, "/v1/messages", peer, &headers, 1)?;
     let Query(q) = query.map_err(malformed_query)?;
-    Ok(Json(board::read(&state.service, q.from, q.limit).await?))
+    let page = board::Page::new(q.from, q.limit)?;
+    // Charged once the query is known good: a refused read takes no token.
+    state.admit(Limit::BoardReads, "/v1/messages", peer, &headers, 1)?;
+    Ok(Json(board::read(&state.service, page).await?))
 }

@@ -37,10 +37,10 @@ pub(super) async fn get_digest(
     headers: HeaderMap,
 ) -> Response {
     let result = async {
-        state.admit(Limit::Digests, "/v1/digests", peer, &headers, 1)?;
         let Query(q) = query.map_err(malformed_query)?;
         let auth = authorization(&headers);
-        digests::get(&state.service, &key_id, auth, q.from, q.to).await
+        let admit = || state.admit(Limit::Digests, "/v1/digests", peer, &headers, 1);
+        digests::get(&state.service, &key_id, auth, q.from, q.to, admit).await
     }
     .await;
     digests::count(&state.service, &result);

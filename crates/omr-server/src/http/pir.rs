@@ -63,6 +63,7 @@ pub(super) async fn get_hint(
 ) -> Response {
     let result = async {
         let epoch = epoch_number(epoch)?;
+        pir::check_epoch(&state.service, epoch).await?;
         state.admit(Limit::Digests, "/v1/pir/hint", peer, &headers, 1)?;
         let mut resp = octets(pir::hint(&state.service, epoch).await?);
         resp.headers_mut().insert(
@@ -108,6 +109,7 @@ pub(super) async fn post_query(
         }
         let limit = pir::max_query_bytes(&state.service)?;
         let bytes = read_body(&headers, body, limit).await?;
+        pir::check_epoch(&state.service, epoch).await?;
         state.admit(Limit::Digests, "/v1/pir/query", peer, &headers, 1)?;
         Ok(octets(pir::answer(&state.service, epoch, &bytes).await?))
     }

@@ -140,21 +140,34 @@ pub fn rejected(svc: &Service, err: ServiceError) -> ServiceError {
     err
 }
 
-/// At most `limit` (1 ..= [`MAX_READ`], default all of them) board messages from `from`
-/// (default 0), with the board head.
-pub async fn read(
-    svc: &Service,
-    from: Option<u64>,
-    limit: Option<u32>,
-) -> Result<BoardPage, ServiceError> {
-    let from = from.unwrap_or(0);
-    let limit = limit.unwrap_or(MAX_READ);
-    if limit == 0 || limit > MAX_READ {
-        return Err(ServiceError::new(
-            ErrorCode::MalformedQuery,
-            format!("limit must be 1..={MAX_READ}"),
-        ));
+/// A page of the board to read: from an index, at most a number of messages.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    from: u64,
+    limit: u32,
+}
+
+impl Page {
+    /// At most `limit` (1 ..= [`MAX_READ`], default [`MAX_READ`]) messages from `from` (default
+    /// 0); refused before anything is read or charged.
+    pub fn new(from: Option<u64>, limit: Option<u32>) -> Result<Page, ServiceError> {
+        let limit = limit.unwrap_or(MAX_READ);
+        if limit == 0 || limit > MAX_READ {
+            return Err(ServiceError::new(
+                ErrorCode::MalformedQuery,
+                format!("limit must be 1..={MAX_READ}"),
+            ));
+        }
+        Ok(Page {
+            from: from.unwrap_or(0),
+            limit,
+        })
     }
+}
+
+/// The board messages of `page`, with the board head.
+pub async fn read(svc: &Service, page: Page) -> Result<BoardPage, ServiceError> {
+    let Page { from, limit } = page;
     let head = svc.board_head().await?;
     let rows = (svc.store.read(from, limit).await)
         .map_err(|e| ServiceError::internal("reading the board", e))?;

@@ -43,15 +43,18 @@ pub struct BuiltDigest {
 }
 
 /// The digest of `key_id` from `from` (up to `to`) for a caller presenting `authorization`
-/// (its recipient, who is now online).
+/// (its recipient, who is now online). `admit` charges the caller's rate limit (the transport
+/// knows who the caller is), once the request is authorized: a refused request takes no token.
 pub async fn get(
     svc: &Service,
     key_id: &str,
     authorization: Option<&str>,
     from: Option<u64>,
     to: Option<u64>,
+    admit: impl FnOnce() -> Result<(), ServiceError>,
 ) -> Result<BuiltDigest, ServiceError> {
     let meta = super::auth::authorize(&svc.store, key_id, authorization).await?;
+    admit()?;
     svc.presence.seen(&svc.store, key_id);
     build(svc, &meta, from, to).await
 }

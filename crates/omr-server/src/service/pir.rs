@@ -36,6 +36,12 @@ pub struct Serving {
     pub metrics: PirMetrics,
 }
 
+/// Whether this server serves epoch `epoch` now (closed, not retired, attachments on): the
+/// refusal a hint or an answer would get, before any work or rate-limit token is spent.
+pub async fn check_epoch(svc: &super::Service, epoch: u64) -> Result<(), ServiceError> {
+    served_range(&svc.pir_serving(), epoch).await.map(|_| ())
+}
+
 /// The hint of closed epoch `epoch` (the same bytes for every client), building its database
 /// the first time it is asked for.
 pub async fn hint(svc: &super::Service, epoch: u64) -> Result<Bytes, ServiceError> {
