@@ -57,6 +57,7 @@ pub struct BatchPosted {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
 pub struct ReadQuery {
     /// First index to return (default 0).
     pub from: Option<u64>,
@@ -127,6 +128,7 @@ pub struct Params {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
 pub struct DigestQuery {
     /// First board index wanted (default: the key's start). Rounded down to an epoch start.
     pub from: Option<u64>,

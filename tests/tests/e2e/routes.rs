@@ -124,6 +124,11 @@ async fn unrouted_paths_and_wrong_methods_answer_in_the_one_error_shape() {
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["code"], "unknown_route", "{body}");
+    // An unknown query parameter is refused alike on every route.
+    let r = api.get("/v1/messages?form=3").await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "malformed_query", "{body}");
     let r = (api.http().delete(api.url("/v1/messages")).send().await).unwrap();
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     let body: Value = r.json().await.unwrap();
