@@ -104,18 +104,19 @@ impl Application {
         let worker_health = Arc::new(WorkerHealth::new(Duration::from_secs(
             config.lease_secs.max(1),
         )));
+        let service = Service::new(config, params, store, ingestor, metrics, progress);
+        // The worker works by the same configuration and epoch rule as the service core.
         let worker = WorkerContext {
-            config: config.clone(),
+            config: service.config.clone(),
             params,
-            epochs: crate::epochs::Epochs::new(config.epoch_len, params),
-            store: store.clone(),
-            metrics: metrics.clone(),
+            epochs: service.epochs,
+            store: service.store.clone(),
+            metrics: service.metrics.clone(),
             board_notify,
-            progress: progress.clone(),
+            progress: service.progress.clone(),
             worker_health: worker_health.clone(),
             hooks: Arc::new(NoHooks),
         };
-        let service = Service::new(config, params, store, ingestor, metrics, progress);
         let state = Arc::new(ApiState {
             service: Arc::new(service),
             admission,

@@ -22,9 +22,8 @@ pub async fn hint(
     request: Request<GetPirHintRequest>,
 ) -> Result<Response<HintStream>, Status> {
     let result = async {
-        pir::check_epoch(&state.service, request.get_ref().epoch).await?;
-        admit(state, Limit::Digests, "GetPirHint", &request)?;
-        pir::hint(&state.service, request.get_ref().epoch).await
+        let charge = || admit(state, Limit::Digests, "GetPirHint", &request);
+        pir::hint(&state.service, request.get_ref().epoch, charge).await
     }
     .await;
     count_request(&state.metrics.pir, "hint", &result);
@@ -49,9 +48,8 @@ pub async fn answer(
 ) -> Result<Response<AnswerPirQueryResponse>, Status> {
     let result = async {
         let r = request.get_ref();
-        pir::check_epoch(&state.service, r.epoch).await?;
-        admit(state, Limit::Digests, "AnswerPirQuery", &request)?;
-        pir::answer(&state.service, r.epoch, &r.query).await
+        let charge = || admit(state, Limit::Digests, "AnswerPirQuery", &request);
+        pir::answer(&state.service, r.epoch, &r.query, charge).await
     }
     .await;
     count_request(&state.metrics.pir, "query", &result);

@@ -63,9 +63,8 @@ pub(super) async fn get_hint(
 ) -> Response {
     let result = async {
         let epoch = epoch_number(epoch)?;
-        pir::check_epoch(&state.service, epoch).await?;
-        state.admit(Limit::Digests, "/v1/pir/hint", peer, &headers, 1)?;
-        let mut resp = octets(pir::hint(&state.service, epoch).await?);
+        let admit = || state.admit(Limit::Digests, "/v1/pir/hint", peer, &headers, 1);
+        let mut resp = octets(pir::hint(&state.service, epoch, admit).await?);
         resp.headers_mut().insert(
             header::CACHE_CONTROL,
             header::HeaderValue::from_static("public, max-age=86400, immutable"),
@@ -109,9 +108,10 @@ pub(super) async fn post_query(
         }
         let limit = pir::max_query_bytes(&state.service)?;
         let bytes = read_body(&headers, body, limit).await?;
-        pir::check_epoch(&state.service, epoch).await?;
-        state.admit(Limit::Digests, "/v1/pir/query", peer, &headers, 1)?;
-        Ok(octets(pir::answer(&state.service, epoch, &bytes).await?))
+        let admit = || state.admit(Limit::Digests, "/v1/pir/query", peer, &headers, 1);
+        Ok(octets(
+            pir::answer(&state.service, epoch, &bytes, admit).await?,
+        ))
     }
     .await;
     count_request(&state.metrics.pir, "query", &result);

@@ -36,25 +36,33 @@ pub struct Serving {
     pub metrics: PirMetrics,
 }
 
-/// Whether this server serves epoch `epoch` now (closed, not retired, attachments on): the
-/// refusal a hint or an answer would get, before any work or rate-limit token is spent.
-pub async fn check_epoch(svc: &super::Service, epoch: u64) -> Result<(), ServiceError> {
-    served_range(&svc.pir_serving(), epoch).await.map(|_| ())
-}
-
 /// The hint of closed epoch `epoch` (the same bytes for every client), building its database
-/// the first time it is asked for.
-pub async fn hint(svc: &super::Service, epoch: u64) -> Result<Bytes, ServiceError> {
-    Ok(svc.pir.get(&svc.pir_serving(), epoch).await?.hint.clone())
+/// the first time it is asked for. `admit` charges the caller's rate limit once the epoch is
+/// known to be served: a refused request takes no token.
+pub async fn hint(
+    svc: &super::Service,
+    epoch: u64,
+    admit: impl FnOnce() -> Result<(), ServiceError>,
+) -> Result<Bytes, ServiceError> {
+    let at = svc.pir_serving();
+    let range = served_range(&at, epoch).await?;
+    admit()?;
+    Ok(svc.pir.get(&at, epoch, range).await?.hint.clone())
 }
 
-/// The answer to `query` (its omr-pir encoding) against closed epoch `epoch`.
+/// The answer to `query` (its omr-pir encoding) against closed epoch `epoch`; `admit` as for
+/// [`hint`]. The epoch is checked first: a query to an epoch not served is refused for that,
+/// whatever it is.
 pub async fn answer(
     svc: &super::Service,
     epoch: u64,
     query: &[u8],
+    admit: impl FnOnce() -> Result<(), ServiceError>,
 ) -> Result<Vec<u8>, ServiceError> {
-    svc.pir.answer(&svc.pir_serving(), epoch, query).await
+    let at = svc.pir_serving();
+    let range = served_range(&at, epoch).await?;
+    admit()?;
+    svc.pir.answer(&at, epoch, range, query).await
 }
 
 /// The most bytes a query to this server's epochs takes (its epochs' database shape).
@@ -119,12 +127,15 @@ impl PirEpochs {
         slot
     }
 
-    /// Epoch `epoch` built (at most one build per epoch at a time), after checking that the
-    /// server serves it: attachments on, the epoch closed, not deleted by retention. The build
-    /// runs in a task of its own: a request that gives up (its timeout) does not cancel it, and
-    /// the next request finds it done or joins it.
-    pub async fn get(&self, at: &Serving, epoch: u64) -> Result<Arc<BuiltEpoch>, ServiceError> {
-        let (start, end) = served_range(at, epoch).await?;
+    /// Epoch `epoch`, whose board range [`served_range`] gave as `(start, end)`, built (at most
+    /// one build per epoch at a time). The build runs in a task of its own: a request that gives
+    /// up (its timeout) does not cancel it, and the next request finds it done or joins it.
+    async fn get(
+        &self,
+        at: &Serving,
+        epoch: u64,
+        (start, end): (u64, u64),
+    ) -> Result<Arc<BuiltEpoch>, ServiceError> {
         let slot = self.slot(epoch);
         if let Some(built) = slot.get() {
             return Ok(built.clone());
@@ -155,18 +166,17 @@ impl PirEpochs {
             .map_err(|e| ServiceError::internal("PIR build task", e))?
     }
 
-    /// Answer `query` (its encoding) against epoch `epoch`.
-    pub async fn answer(
+    /// Answer `query` (its encoding) against epoch `epoch`, served over `range`.
+    async fn answer(
         &self,
         at: &Serving,
         epoch: u64,
+        range: (u64, u64),
         query: &[u8],
     ) -> Result<Vec<u8>, ServiceError> {
-        // The epoch first: a query to an epoch not served is refused for that, whatever it is.
-        served_range(at, epoch).await?;
         let query = Query::from_bytes(query)
             .map_err(|e| ServiceError::new(ErrorCode::MalformedPirQuery, e.to_string()))?;
-        let built = self.get(at, epoch).await?;
+        let built = self.get(at, epoch, range).await?;
         let _permit = self
             .answering
             .acquire()
