@@ -7,7 +7,7 @@
 use crate::error::OmrError;
 use crate::params::ParamSet;
 
-pub(crate) const MAGIC: &[u8; 3] = b"OMR";
+pub const MAGIC: &[u8; 3] = b"OMR";
 /// Length of the common header: magic (3), kind (1), version (1), parameter set (1).
 pub const HEADER_LEN: usize = 6;
 pub(crate) const VERSION: u8 = 1;
@@ -57,12 +57,18 @@ pub(crate) fn write_header_version(out: &mut Vec<u8>, kind: Kind, version: u8, p
 
 /// A bounds-checked reader over an encoding.
 #[derive(Debug)]
-pub(crate) struct Reader<'a> {
+pub struct Reader<'a> {
     buf: &'a [u8],
     what: &'static str,
 }
 
 impl<'a> Reader<'a> {
+    /// A reader over `buf` with no header check (for an encoding whose header another crate
+    /// checks, such as omr-light's); `what` names the encoding in errors.
+    pub fn raw(buf: &'a [u8], what: &'static str) -> Self {
+        Reader { buf, what }
+    }
+
     /// Check the size limit and the header; return the reader positioned after it and the set.
     pub(crate) fn open(
         buf: &'a [u8],
@@ -119,7 +125,7 @@ impl<'a> Reader<'a> {
         ))
     }
 
-    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], OmrError> {
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], OmrError> {
         if n > self.buf.len() {
             return Err(OmrError::malformed(
                 self.what,
@@ -131,17 +137,17 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    pub(crate) fn u8(&mut self) -> Result<u8, OmrError> {
+    pub fn u8(&mut self) -> Result<u8, OmrError> {
         Ok(self.take(1)?[0])
     }
 
-    pub(crate) fn u32(&mut self) -> Result<u32, OmrError> {
+    pub fn u32(&mut self) -> Result<u32, OmrError> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
 
-    pub(crate) fn u64(&mut self) -> Result<u64, OmrError> {
+    pub fn u64(&mut self) -> Result<u64, OmrError> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
@@ -153,19 +159,19 @@ impl<'a> Reader<'a> {
         ))
     }
 
-    pub(crate) fn array32(&mut self) -> Result<[u8; 32], OmrError> {
+    pub fn array32(&mut self) -> Result<[u8; 32], OmrError> {
         Ok(self.take(32)?.try_into().expect("32 bytes"))
     }
 
     /// Read `count` values of `bits` bits each, packed LSB-first.
-    pub(crate) fn packed(&mut self, count: usize, bits: u32) -> Result<Vec<u64>, OmrError> {
+    pub fn packed(&mut self, count: usize, bits: u32) -> Result<Vec<u64>, OmrError> {
         let len = (count * bits as usize).div_ceil(8);
         let bytes = self.take(len)?;
         Ok(unpack_bits(bytes, count, bits))
     }
 
     /// Read `count` little-endian u64 values.
-    pub(crate) fn u64s(&mut self, count: usize) -> Result<Vec<u64>, OmrError> {
+    pub fn u64s(&mut self, count: usize) -> Result<Vec<u64>, OmrError> {
         let bytes = self.take(
             count
                 .checked_mul(8)
@@ -197,12 +203,12 @@ impl<'a> Reader<'a> {
         Ok((kbar, start, end))
     }
 
-    pub(crate) fn err(&self, why: impl Into<String>) -> OmrError {
+    pub fn err(&self, why: impl Into<String>) -> OmrError {
         OmrError::malformed(self.what, why)
     }
 
     /// Fail unless all input was consumed.
-    pub(crate) fn finish(self) -> Result<(), OmrError> {
+    pub fn finish(self) -> Result<(), OmrError> {
         if self.buf.is_empty() {
             Ok(())
         } else {
@@ -222,7 +228,7 @@ pub(crate) fn write_kbar_and_range(out: &mut Vec<u8>, kbar: usize, start: u64, e
 }
 
 /// Append `values` (each < 2^bits) packed LSB-first.
-pub(crate) fn pack_bits(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>, bits: u32) {
+pub fn pack_bits(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>, bits: u32) {
     debug_assert!((1..=64).contains(&bits));
     let mut acc: u128 = 0;
     let mut filled = 0u32;
@@ -241,7 +247,7 @@ pub(crate) fn pack_bits(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>
     }
 }
 
-pub(crate) fn unpack_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u64> {
+pub fn unpack_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u64> {
     let mask: u128 = if bits == 64 {
         u64::MAX as u128
     } else {

@@ -44,7 +44,7 @@ pub enum OmrError {
 }
 
 impl OmrError {
-    pub(crate) fn malformed(what: &'static str, why: impl Into<String>) -> Self {
+    pub fn malformed(what: &'static str, why: impl Into<String>) -> Self {
         OmrError::Malformed {
             what,
             why: why.into(),

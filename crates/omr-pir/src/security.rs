@@ -41,28 +41,35 @@ impl PrimalEstimate {
     }
 }
 
+/// The primal uSVP estimate for LWE of dimension `n`, modulus 2^`log_q` and secret and error of
+/// standard deviation `sigma` (a secret from another small distribution is reduced to this one
+/// by the normal form; pass the smaller of the two deviations), with at most `max_samples`
+/// samples.
+pub fn primal_usvp(n: usize, log_q: f64, sigma: f64, max_samples: usize) -> PrimalEstimate {
+    let nf = n as f64;
+    for beta in 40..2000u32 {
+        let b = f64::from(beta);
+        let log_delta = delta(b).log2();
+        let lhs = (sigma * b.sqrt()).log2();
+        for m in (64..=max_samples).step_by(8) {
+            let d = m as f64 + nf + 1.0;
+            let rhs = (2.0 * b - d - 1.0) * log_delta + log_q * m as f64 / d;
+            if lhs <= rhs {
+                return PrimalEstimate {
+                    beta,
+                    samples: m,
+                    dimension: m + n + 1,
+                };
+            }
+        }
+    }
+    unreachable!("no block size below 2000 breaks n = {n}")
+}
+
 impl Params {
     /// The primal uSVP estimate for a query's samples, with at most `max_samples` of them.
     pub fn primal_estimate(&self, max_samples: usize) -> PrimalEstimate {
-        let n = self.lwe_dimension as f64;
-        let log_q = 32.0;
-        for beta in 40..2000u32 {
-            let b = f64::from(beta);
-            let log_delta = delta(b).log2();
-            let lhs = (self.sigma * b.sqrt()).log2();
-            for m in (64..=max_samples).step_by(8) {
-                let d = m as f64 + n + 1.0;
-                let rhs = (2.0 * b - d - 1.0) * log_delta + log_q * m as f64 / d;
-                if lhs <= rhs {
-                    return PrimalEstimate {
-                        beta,
-                        samples: m,
-                        dimension: m + self.lwe_dimension + 1,
-                    };
-                }
-            }
-        }
-        unreachable!("no block size below 2000 breaks n = {n}")
+        primal_usvp(self.lwe_dimension, 32.0, self.sigma, max_samples)
     }
 }
 

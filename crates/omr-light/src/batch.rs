@@ -1,0 +1,250 @@
+//! Detection of one batch of up to D = 4096 messages: the work shared by every key, done once
+//! ([`Batch::prepare`]), then each key's pass ([`Batch::detect`]).
+//!
+//! Message i of the batch sits in coefficient i. For output k < ℓ the recipient needs
+//! b′_k − (a′·s)_k = b′_k − Σ_j P_{k,j}[i]·s_j, where P_{0,j}[i] = ±a′_i[(n − j) mod n] (+ for
+//! j = 0) and P_{k,j} = P_{0,j−k} (negated when j < k). So only n + ℓ − 1 distinct plaintext
+//! polynomials exist per batch: their NTTs are the shared work. A key's pass is then
+//! Σ_j P̂_{k,j} ⊙ ĉ_j for every k: n·ℓ products per coefficient, one stream over the key. The
+//! ciphertexts' other half, Σ_j P̂_{k,j} ⊙ â_j with the common reference string, is the same
+//! for every key and is also computed once.
+
+use crate::clue::{centre, Clue};
+use crate::digest::{BatchDigest, SharedHalf};
+use crate::keys::{to_blocks, ExpandedKey, LANES};
+use crate::params::LightParams;
+use crate::ring::{lift, reduce128, sub, switch, Ntt};
+use crate::sample::crs_row;
+
+/// The shared work of one batch.
+pub struct Batch {
+    params: &'static LightParams,
+    /// Messages in the batch (≤ D).
+    count: usize,
+    /// The n + ℓ − 1 NTT-domain plaintexts, in blocks of [`LANES`]: E[m] = P̂_{0, m−ℓ+1}, with
+    /// E[m] = −P̂_{0, n+m−ℓ+1} for m < ℓ − 1, so that P̂_{k,j} = E[j + ℓ − 1 − k].
+    plaintexts: Vec<u64>,
+    /// Δ·b′_k per coefficient, mod Q (ℓ rows of D).
+    scaled_b: Vec<u64>,
+    shared: SharedHalf,
+}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("params", &self.params.name)
+            .field("count", &self.count)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The common reference string in the kernel's layout (32 MiB, built once per process).
+fn crs_blocks(p: &LightParams) -> &'static [u64] {
+    static CRS: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
+    CRS.get_or_init(|| {
+        let d = p.batch;
+        let mut rows = vec![0u64; p.n * d];
+        for (j, row) in rows.chunks_exact_mut(d).enumerate() {
+            crs_row(j, row);
+        }
+        to_blocks(&rows, p.n, d)
+    })
+}
+
+impl Batch {
+    /// The shared work for `clues` (at most D of them; message i is `clues[i]`).
+    pub fn prepare(params: &'static LightParams, clues: &[&Clue]) -> Batch {
+        assert!(clues.len() <= params.batch, "a batch holds at most D clues");
+        assert!(
+            clues.iter().all(|c| c.params().id == params.id),
+            "every clue of a batch is of the batch's set"
+        );
+        let (n, d, ell) = (params.n, params.batch, params.ell);
+        let ntt = Ntt::of(d);
+        let rows = n + ell - 1;
+        let mut natural = vec![0u64; rows * d];
+        // Row m = j + ℓ − 1 holds P_{0,j}; the first ℓ − 1 rows the negated wrap-arounds.
+        for j in 0..n {
+            let src = (n - j) % n;
+            let sign = if j == 0 { 1 } else { -1 };
+            let row = &mut natural[(j + ell - 1) * d..][..d];
+            for (i, clue) in clues.iter().enumerate() {
+                row[i] = lift(sign * clue.a_coeff(src));
+            }
+            ntt.fwd(row);
+        }
+        for m in 0..ell - 1 {
+            let src = (n + m) * d;
+            for x in 0..d {
+                natural[m * d + x] = sub(0, natural[src + x]);
+            }
+        }
+        let plaintexts = to_blocks(&natural, rows, d);
+        drop(natural);
+        let delta = params.delta();
+        let mut scaled_b = vec![0u64; ell * d];
+        for (i, clue) in clues.iter().enumerate() {
+            for k in 0..ell {
+                scaled_b[k * d + i] =
+                    crate::ring::mul(delta, lift(centre(i64::from(clue.b[k]), params)));
+            }
+        }
+        let mut batch = Batch {
+            params,
+            count: clues.len(),
+            plaintexts,
+            scaled_b,
+            shared: SharedHalf::empty(params),
+        };
+        // The ciphertexts' second half: −Σ_j P̂_{k,j} ⊙ â_j, switched to q1.
+        let sums = batch.products(crs_blocks(params));
+        batch.shared = SharedHalf::from_values(
+            params,
+            (0..ell)
+                .flat_map(|k| {
+                    let mut c = sums[k * d..][..d].to_vec();
+                    ntt.inv(&mut c);
+                    c.into_iter()
+                        .map(|x| switch(sub(0, x), params.log_q1))
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        );
+        batch
+    }
+
+    pub fn params(&self) -> &'static LightParams {
+        self.params
+    }
+
+    /// Messages in the batch.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The digest half every key shares.
+    pub fn shared(&self) -> &SharedHalf {
+        &self.shared
+    }
+
+    /// One key's pass: its half of the digest of this batch.
+    pub fn detect(&self, key: &ExpandedKey) -> BatchDigest {
+        self.detect_many(&[key]).pop().expect("one key, one digest")
+    }
+
+    /// Several keys' passes, block by block, so that a block of the shared plaintexts is read
+    /// from memory once for all of them (it stays in L2 while their key blocks stream).
+    pub fn detect_many(&self, keys: &[&ExpandedKey]) -> Vec<BatchDigest> {
+        let p = self.params;
+        assert!(
+            keys.iter().all(|k| k.params.id == p.id),
+            "every key is of the batch's set"
+        );
+        let (d, ell) = (p.batch, p.ell);
+        let mut sums = vec![vec![0u64; ell * d]; keys.len()];
+        for b in 0..d / LANES {
+            let plain = self.plaintext_block(b);
+            for (key, out) in keys.iter().zip(sums.iter_mut()) {
+                let key_block = &key.blocks[b * p.n * LANES..][..p.n * LANES];
+                kernel(plain, key_block, p.n, ell, b, d, out);
+            }
+        }
+        let ntt = Ntt::of(d);
+        sums.into_iter()
+            .map(|mut s| {
+                let mut values = Vec::with_capacity(ell * self.count);
+                for k in 0..ell {
+                    let c = &mut s[k * d..][..d];
+                    ntt.inv(c);
+                    let b = &self.scaled_b[k * d..][..d];
+                    // c0 = Δ·b′ − Σ_j P_{k,j}·c_j; only the batch's coefficients are kept.
+                    values.extend(
+                        (0..self.count).map(|i| switch(sub(b[i], c[i]), p.log_q0)),
+                    );
+                }
+                BatchDigest::from_values(p, self.count, values)
+            })
+            .collect()
+    }
+
+    /// Σ_j P̂_{k,j} ⊙ rows_j for every k (NTT domain, ℓ rows of D), rows in the kernel's layout.
+    fn products(&self, rows: &[u64]) -> Vec<u64> {
+        let p = self.params;
+        let mut out = vec![0u64; p.ell * p.batch];
+        for b in 0..p.batch / LANES {
+            let key_block = &rows[b * p.n * LANES..][..p.n * LANES];
+            kernel(
+                self.plaintext_block(b),
+                key_block,
+                p.n,
+                p.ell,
+                b,
+                p.batch,
+                &mut out,
+            );
+        }
+        out
+    }
+
+    fn plaintext_block(&self, b: usize) -> &[u64] {
+        let rows = self.params.n + self.params.ell - 1;
+        &self.plaintexts[b * rows * LANES..][..rows * LANES]
+    }
+}
+
+/// The products of one block: out[k·D + b·W + w] = Σ_j E[j+ℓ−1−k][w] · key[j][w] mod Q. Eight
+/// 124-bit products are added in a `u128` before each reduction.
+fn kernel(
+    plain: &[u64],
+    key: &[u64],
+    n: usize,
+    ell: usize,
+    block: usize,
+    d: usize,
+    out: &mut [u64],
+) {
+    match ell {
+        2 => kernel_l::<2>(plain, key, n, block, d, out),
+        1 => kernel_l::<1>(plain, key, n, block, d, out),
+        _ => unimplemented!("ℓ = {ell}"),
+    }
+}
+
+#[inline(always)]
+fn kernel_l<const L: usize>(
+    plain: &[u64],
+    key: &[u64],
+    n: usize,
+    block: usize,
+    d: usize,
+    out: &mut [u64],
+) {
+    let mut acc = [[0u128; LANES]; L];
+    for j0 in (0..n).step_by(8) {
+        for j in j0..(j0 + 8).min(n) {
+            let c: &[u64; LANES] = key[j * LANES..][..LANES].try_into().expect("lanes");
+            for (k, acc_k) in acc.iter_mut().enumerate() {
+                let m = j + L - 1 - k;
+                let e: &[u64; LANES] = plain[m * LANES..][..LANES].try_into().expect("lanes");
+                for w in 0..LANES {
+                    acc_k[w] += e[w] as u128 * c[w] as u128;
+                }
+            }
+        }
+        for acc_k in acc.iter_mut() {
+            for a in acc_k.iter_mut() {
+                *a = reduce128(*a) as u128;
+            }
+        }
+    }
+    for (k, acc_k) in acc.iter().enumerate() {
+        let dst = &mut out[k * d + block * LANES..][..LANES];
+        for (o, &a) in dst.iter_mut().zip(acc_k) {
+            *o = a as u64;
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The encodings' header, as omr-core's: `b"OMR"`, a kind byte, a version byte and the parameter
+//! set id. Light kinds are numbered from 16, so omr-core's decoders refuse a light encoding by its
+//! kind (and its set id, 3, which they do not know), and these decoders refuse a TFHE one.
+
+use omr_core::codec::{Reader, MAGIC};
+use omr_core::{OmrError, ParamSet};
+
+use crate::params::LightParams;
+
+pub const HEADER_LEN: usize = 6;
+pub(crate) const VERSION: u8 = 1;
+
+/// What an encoding holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Clue = 16,
+    Address = 17,
+    DetectionKey = 18,
+    SecretKey = 19,
+    Digest = 20,
+}
+
+impl Kind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Clue => "light clue",
+            Kind::Address => "light address",
+            Kind::DetectionKey => "light detection key",
+            Kind::SecretKey => "light secret key",
+            Kind::Digest => "light digest",
+        }
+    }
+}
+
+pub(crate) fn write_header(out: &mut Vec<u8>, kind: Kind, p: &LightParams) {
+    out.extend_from_slice(MAGIC);
+    out.push(kind as u8);
+    out.push(VERSION);
+    out.push(p.id);
+}
+
+/// Check the size limit and the header of `buf`; return a reader after the header and the set.
+pub(crate) fn open(
+    buf: &[u8],
+    kind: Kind,
+    limit: usize,
+) -> Result<(Reader<'_>, &'static LightParams), OmrError> {
+    let what = kind.name();
+    if buf.len() > limit {
+        return Err(OmrError::TooLarge {
+            what,
+            got: buf.len(),
+            limit,
+        });
+    }
+    if buf.len() < HEADER_LEN {
+        return Err(OmrError::malformed(what, "shorter than the header"));
+    }
+    if &buf[..3] != MAGIC {
+        return Err(OmrError::malformed(what, "bad magic (not an OMR encoding)"));
+    }
+    if buf[3] != kind as u8 {
+        return Err(OmrError::malformed(
+            what,
+            format!("holds kind {}, not a {what}", buf[3]),
+        ));
+    }
+    if buf[4] != VERSION {
+        return Err(OmrError::malformed(
+            what,
+            format!("unsupported version {}", buf[4]),
+        ));
+    }
+    let params = match LightParams::by_id(buf[5]) {
+        Some(p) => p,
+        None => match ParamSet::by_id(buf[5]) {
+            // A TFHE set's id: name both sets.
+            Ok(tfhe) => {
+                return Err(OmrError::ParamMismatch {
+                    what,
+                    got: tfhe.name,
+                    expected: crate::params::OMR_LIGHT_V1.name,
+                })
+            }
+            Err(_) => return Err(OmrError::UnknownParamSet(format!("id {}", buf[5]))),
+        },
+    };
+    Ok((Reader::raw(&buf[HEADER_LEN..], what), params))
+}
+
+/// The set an encoding names, by its header alone (any kind); `None` when it is not a light
+/// encoding.
+pub fn params_of(buf: &[u8]) -> Option<&'static LightParams> {
+    if buf.len() < HEADER_LEN || &buf[..3] != MAGIC || buf[3] < 16 {
+        return None;
+    }
+    LightParams::by_id(buf[5])
+}

@@ -1,0 +1,27 @@
+//! omr-light-v1: oblivious message detection by a linear map, after UnifOMR (ePrint 2026/910).
+//!
+//! A clue is an RLWE encryption of zero under the recipient's address; the server holds the
+//! recipient's clue secret s encrypted coefficient by coefficient (the detection key) and
+//! computes, for D = 4096 messages at once, encryptions of b′_k − (a′·s)_k for the first ℓ = 2
+//! coefficients: n·ℓ plaintext-by-ciphertext products per message, no bootstrapping. The
+//! recipient decrypts the digest and keeps the messages whose ℓ values are all small.
+//!
+//! Layers: `params` → `ring`, `sample`, `codec` → `keys` → `clue` → `digest` → `batch`,
+//! `decode`; `security` argues the parameters.
+
+pub mod batch;
+pub mod clue;
+pub mod codec;
+mod decode;
+pub mod digest;
+pub mod keys;
+pub mod params;
+mod ring;
+mod sample;
+pub mod security;
+
+pub use batch::Batch;
+pub use clue::Clue;
+pub use digest::{BatchDigest, Digest, DigestPart, SharedHalf};
+pub use keys::{Address, DetectionKey, ExpandedKey, SecretKey};
+pub use params::{LightParams, OMR_LIGHT_V1};
