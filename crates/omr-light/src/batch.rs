@@ -196,8 +196,12 @@ impl Batch {
     }
 }
 
-/// The products of one block: out[k·D + b·W + w] = Σ_j E[j+ℓ−1−k][w] · key[j][w] mod Q. Eight
-/// 124-bit products are added in a `u128` before each reduction.
+/// The products of one block: out[k·D + b·W + w] = Σ_j E[j+ℓ−1−k][w] · key[j][w] mod Q.
+///
+/// Lane by lane, sixteen j at a time: the ℓ sums of one lane stay in registers as `u128` (16
+/// products of residues below 2^62 and a reduced sum stay below 2^128), and for ℓ = 2 the
+/// plaintext E[j+1] that output 0 uses at j is the one output 1 uses at j + 1, so each step loads
+/// one key residue and one plaintext residue.
 fn kernel(
     plain: &[u64],
     key: &[u64],
@@ -207,44 +211,33 @@ fn kernel(
     d: usize,
     out: &mut [u64],
 ) {
-    match ell {
-        2 => kernel_l::<2>(plain, key, n, block, d, out),
-        1 => kernel_l::<1>(plain, key, n, block, d, out),
-        _ => unimplemented!("ℓ = {ell}"),
+    assert_eq!(ell, 2, "the kernel is written for ℓ = 2");
+    assert_eq!(n % STEP, 0);
+    let (out0, out1) = out.split_at_mut(d);
+    let mut acc0 = [0u128; LANES];
+    let mut acc1 = [0u128; LANES];
+    for j0 in (0..n).step_by(STEP) {
+        for j in j0..j0 + STEP {
+            let c: &[u64; LANES] = key[j * LANES..][..LANES].try_into().expect("lanes");
+            let e1: &[u64; LANES] = plain[j * LANES..][..LANES].try_into().expect("lanes");
+            let e0: &[u64; LANES] = plain[(j + 1) * LANES..][..LANES]
+                .try_into()
+                .expect("lanes");
+            for w in 0..LANES {
+                acc0[w] += e0[w] as u128 * c[w] as u128;
+                acc1[w] += e1[w] as u128 * c[w] as u128;
+            }
+        }
+        for w in 0..LANES {
+            acc0[w] = reduce128(acc0[w]) as u128;
+            acc1[w] = reduce128(acc1[w]) as u128;
+        }
+    }
+    for w in 0..LANES {
+        out0[block * LANES + w] = acc0[w] as u64;
+        out1[block * LANES + w] = acc1[w] as u64;
     }
 }
 
-#[inline(always)]
-fn kernel_l<const L: usize>(
-    plain: &[u64],
-    key: &[u64],
-    n: usize,
-    block: usize,
-    d: usize,
-    out: &mut [u64],
-) {
-    let mut acc = [[0u128; LANES]; L];
-    for j0 in (0..n).step_by(8) {
-        for j in j0..(j0 + 8).min(n) {
-            let c: &[u64; LANES] = key[j * LANES..][..LANES].try_into().expect("lanes");
-            for (k, acc_k) in acc.iter_mut().enumerate() {
-                let m = j + L - 1 - k;
-                let e: &[u64; LANES] = plain[m * LANES..][..LANES].try_into().expect("lanes");
-                for w in 0..LANES {
-                    acc_k[w] += e[w] as u128 * c[w] as u128;
-                }
-            }
-        }
-        for acc_k in acc.iter_mut() {
-            for a in acc_k.iter_mut() {
-                *a = reduce128(*a) as u128;
-            }
-        }
-    }
-    for (k, acc_k) in acc.iter().enumerate() {
-        let dst = &mut out[k * d + block * LANES..][..LANES];
-        for (o, &a) in dst.iter_mut().zip(acc_k) {
-            *o = a as u64;
-        }
-    }
-}
+/// Products added before a reduction.
+const STEP: usize = 16;
