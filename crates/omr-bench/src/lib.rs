@@ -11,6 +11,7 @@ use rayon::prelude::*;
 
 use omr_core::{keygen, Clue, FoldScratch, OmrError, ParamSet, Pertinency, StageTimes};
 
+pub mod light;
 mod yardstick;
 
 /// What to measure.

@@ -16,6 +16,7 @@ mod decode;
 pub mod digest;
 pub mod keys;
 pub mod params;
+pub mod pir;
 mod ring;
 mod sample;
 pub mod security;

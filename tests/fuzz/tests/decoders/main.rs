@@ -8,6 +8,7 @@
 mod alloc;
 mod fixtures;
 mod harness;
+mod light;
 mod pir;
 mod scheme;
 mod sdk;
@@ -44,6 +45,13 @@ fuzz! {
     digest_key => scheme::digest_key(),
     expanded_key => scheme::expanded_key(),
     message_with_attachment => pir::message_with_attachment(),
+    // omr-light: the linear scheme's encodings.
+    light_clue => light::clue(),
+    light_address => light::address(),
+    light_secret_key => light::secret_key(),
+    light_detection_key => light::detection_key(),
+    light_digest => light::digest(),
+    light_digest_decoded => light::digest_decoded(),
     // omrd: request bodies, the registration header, the expanded key files.
     http_message_binary => service::message_binary(),
     http_message_binary_stamped => service::message_binary_stamped(),
