@@ -62,25 +62,37 @@ impl Batch {
         let (n, d, ell) = (params.n, params.batch, params.ell);
         let ntt = Ntt::of(d);
         let rows = n + ell - 1;
-        let mut natural = vec![0u64; rows * d];
-        // Row m = j + ℓ − 1 holds P_{0,j}; the first ℓ − 1 rows the negated wrap-arounds.
-        for j in 0..n {
-            let src = (n - j) % n;
-            let sign = if j == 0 { 1 } else { -1 };
-            let row = &mut natural[(j + ell - 1) * d..][..d];
+        // Straight into the kernel's layout: 64 rows at a time are gathered from the clues (each
+        // clue's 64 values land in 64 rows at the same position, so the rows' lines stay in
+        // cache), transformed, and scattered into their blocks. Building the natural layout
+        // first and then reordering it cost a second 32 MiB of page faults.
+        let mut plaintexts = vec![0u64; rows * d];
+        let mut tile = vec![0u64; TILE * d];
+        for j0 in (0..n).step_by(TILE) {
+            let height = TILE.min(n - j0);
+            tile.fill(0);
             for (i, clue) in clues.iter().enumerate() {
-                row[i] = lift(sign * clue.a_coeff(src));
+                for r in 0..height {
+                    let j = j0 + r;
+                    let sign = if j == 0 { 1 } else { -1 };
+                    tile[r * d + i] = lift(sign * clue.a_coeff((n - j) % n));
+                }
             }
-            ntt.fwd(row);
+            for r in 0..height {
+                let row = &mut tile[r * d..][..d];
+                ntt.fwd(row);
+                scatter(&mut plaintexts, rows, j0 + r + ell - 1, row);
+            }
         }
         for m in 0..ell - 1 {
-            let src = (n + m) * d;
-            for x in 0..d {
-                natural[m * d + x] = sub(0, natural[src + x]);
+            for block in plaintexts.chunks_exact_mut(rows * LANES) {
+                let (head, tail) = block.split_at_mut((m + 1) * LANES);
+                let from = &tail[(n - 1) * LANES..][..LANES];
+                for (x, &y) in head[m * LANES..].iter_mut().zip(from) {
+                    *x = sub(0, y);
+                }
             }
         }
-        let plaintexts = to_blocks(&natural, rows, d);
-        drop(natural);
         let delta = params.delta();
         let mut scaled_b = vec![0u64; ell * d];
         for (i, clue) in clues.iter().enumerate() {
@@ -236,6 +248,16 @@ fn kernel(
     for w in 0..LANES {
         out0[block * LANES + w] = acc0[w] as u64;
         out1[block * LANES + w] = acc1[w] as u64;
+    }
+}
+
+/// Rows gathered and transformed together by [`Batch::prepare`].
+const TILE: usize = 64;
+
+/// Row `m` (natural layout, D residues) into the blocks of a `rows`-row blocked array.
+fn scatter(blocked: &mut [u64], rows: usize, m: usize, row: &[u64]) {
+    for (block, src) in blocked.chunks_exact_mut(rows * LANES).zip(row.chunks_exact(LANES)) {
+        block[m * LANES..][..LANES].copy_from_slice(src);
     }
 }
 
