@@ -174,9 +174,7 @@ impl Batch {
                     ntt.inv(c);
                     let b = &self.scaled_b[k * d..][..d];
                     // c0 = Δ·b′ − Σ_j P_{k,j}·c_j; only the batch's coefficients are kept.
-                    values.extend(
-                        (0..self.count).map(|i| switch(sub(b[i], c[i]), p.log_q0)),
-                    );
+                    values.extend((0..self.count).map(|i| switch(sub(b[i], c[i]), p.log_q0)));
                 }
                 BatchDigest::from_values(p, self.count, values)
             })
@@ -232,9 +230,7 @@ fn kernel(
         for j in j0..j0 + STEP {
             let c: &[u64; LANES] = key[j * LANES..][..LANES].try_into().expect("lanes");
             let e1: &[u64; LANES] = plain[j * LANES..][..LANES].try_into().expect("lanes");
-            let e0: &[u64; LANES] = plain[(j + 1) * LANES..][..LANES]
-                .try_into()
-                .expect("lanes");
+            let e0: &[u64; LANES] = plain[(j + 1) * LANES..][..LANES].try_into().expect("lanes");
             for w in 0..LANES {
                 acc0[w] += e0[w] as u128 * c[w] as u128;
                 acc1[w] += e1[w] as u128 * c[w] as u128;
@@ -256,7 +252,10 @@ const TILE: usize = 64;
 
 /// Row `m` (natural layout, D residues) into the blocks of a `rows`-row blocked array.
 fn scatter(blocked: &mut [u64], rows: usize, m: usize, row: &[u64]) {
-    for (block, src) in blocked.chunks_exact_mut(rows * LANES).zip(row.chunks_exact(LANES)) {
+    for (block, src) in blocked
+        .chunks_exact_mut(rows * LANES)
+        .zip(row.chunks_exact(LANES))
+    {
         block[m * LANES..][..LANES].copy_from_slice(src);
     }
 }

@@ -47,11 +47,7 @@ impl Address {
         let e2 = cbd1(rng, p.ell);
         let mask = p.t() as i64 - 1;
         let au = exact_product(&self.a(), &u);
-        let b_centered: Vec<i64> = self
-            .b
-            .iter()
-            .map(|&v| centre(i64::from(v), p))
-            .collect();
+        let b_centered: Vec<i64> = self.b.iter().map(|&v| centre(i64::from(v), p)).collect();
         let bu = exact_product(&b_centered, &u);
         let shift = p.log_t - p.a_bits;
         let a = au

@@ -7,7 +7,7 @@ use omr_core::{OmrError, ParamSet};
 
 use crate::params::LightParams;
 
-pub const HEADER_LEN: usize = 6;
+pub use omr_core::codec::HEADER_LEN;
 pub(crate) const VERSION: u8 = 1;
 
 /// What an encoding holds.

@@ -73,14 +73,14 @@ impl LightParams {
         self.q >> self.log_t
     }
 
-    /// Bytes of a clue's body (the header is [`crate::codec::HEADER_LEN`] more).
+    /// Bytes of a clue's body (the header is [`omr_core::codec::HEADER_LEN`] more).
     pub fn clue_body_bytes(&self) -> usize {
         (self.n * self.a_bits as usize).div_ceil(8) + (self.ell * self.log_t as usize).div_ceil(8)
     }
 
     /// Bytes of an encoded clue.
     pub fn clue_bytes(&self) -> usize {
-        crate::codec::HEADER_LEN + self.clue_body_bytes()
+        omr_core::codec::HEADER_LEN + self.clue_body_bytes()
     }
 
     /// Bits of one coefficient of the detection key (values below Q).
@@ -90,7 +90,7 @@ impl LightParams {
 
     /// Bytes of an encoded detection key (n polynomials of `batch` coefficients, `q_bits` each).
     pub fn detection_key_bytes(&self) -> usize {
-        crate::codec::HEADER_LEN + (self.n * self.batch * self.q_bits() as usize).div_ceil(8)
+        omr_core::codec::HEADER_LEN + (self.n * self.batch * self.q_bits() as usize).div_ceil(8)
     }
 
     /// Bytes of memory an expanded detection key takes on the server.
@@ -179,7 +179,11 @@ mod tests {
         assert!(p.clue_bytes() <= 3000, "{}", p.clue_bytes());
         assert!(p.detection_key_bytes() <= 64_000_000);
         assert!(p.digest_bits_per_message() <= 128);
-        assert!(p.false_positive_log2() <= -30.0, "{}", p.false_positive_log2());
+        assert!(
+            p.false_positive_log2() <= -30.0,
+            "{}",
+            p.false_positive_log2()
+        );
         assert!(
             p.decryption_failure_log2() < -60.0,
             "{}",

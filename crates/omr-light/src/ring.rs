@@ -155,7 +155,9 @@ mod tests {
     fn the_exact_product_is_the_schoolbook_one() {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
         let n = 1024;
-        let a: Vec<i64> = (0..n).map(|_| rng.gen_range(-(1 << 23)..(1 << 23))).collect();
+        let a: Vec<i64> = (0..n)
+            .map(|_| rng.gen_range(-(1 << 23)..(1 << 23)))
+            .collect();
         let b: Vec<i64> = (0..n).map(|_| rng.gen_range(-1..=1)).collect();
         let mut want = vec![0i64; n];
         for i in 0..n {

@@ -25,7 +25,11 @@ pub(crate) fn cbd1(rng: &mut impl RngCore, len: usize) -> Vec<i64> {
 
 /// `len` uniform values below 2^bits (bits ≤ 32).
 pub(crate) fn uniform_bits(rng: &mut impl RngCore, len: usize, bits: u32) -> Vec<u32> {
-    let mask = if bits == 32 { u32::MAX } else { (1 << bits) - 1 };
+    let mask = if bits == 32 {
+        u32::MAX
+    } else {
+        (1 << bits) - 1
+    };
     (0..len).map(|_| rng.next_u32() & mask).collect()
 }
 
@@ -55,7 +59,10 @@ pub(crate) fn stream(seed: &[u8; 32], stream: u64) -> ChaCha20Rng {
 /// multiplies the a_j is the same for every key and is done once per batch. Nothing up the
 /// sleeve: it is a hash of the set's name.
 fn crs_seed() -> [u8; 32] {
-    blake3::derive_key("omr-light-v1 2026-11 detection key common reference string", b"")
+    blake3::derive_key(
+        "omr-light-v1 2026-11 detection key common reference string",
+        b"",
+    )
 }
 
 /// Row j of the common reference string in the NTT domain (a uniform polynomial is uniform in

@@ -119,7 +119,9 @@ fn clue_noise_and_decryption_error_match_the_prediction() {
         (var / predicted - 1.0).abs() < 0.05,
         "clue noise variance {var:.1}, predicted {predicted:.1}"
     );
-    assert!(values.iter().all(|v| v.unsigned_abs() <= u64::from(P.range)));
+    assert!(values
+        .iter()
+        .all(|v| v.unsigned_abs() <= u64::from(P.range)));
 
     // The decryption error of the digest, as a fraction of q1: predicted variance
     // `digest_noise_variance`.

@@ -179,7 +179,12 @@ fn print_light_table(reports: &[serde_json::Value]) {
     let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or(0);
     row("", &|r| r["param_set"].as_str().unwrap_or("?").to_string());
     row("messages × keys (group)", &|r| {
-        format!("{} × {} ({})", n(r, "messages"), n(r, "keys"), n(r, "group"))
+        format!(
+            "{} × {} ({})",
+            n(r, "messages"),
+            n(r, "keys"),
+            n(r, "group")
+        )
     });
     row("detection µs/(message, key)", &|r| {
         format!("{:.2}", f(r, "detect_us_per_message_key"))
@@ -201,9 +206,13 @@ fn print_light_table(reports: &[serde_json::Value]) {
     row("  in memory", &|r| {
         ui::size(n(r, "detection_key_memory_bytes"))
     });
-    row("sync k = 50 among 2^16", &|r| ui::size(n(r, "sync_bytes_k50_2p16")));
+    row("sync k = 50 among 2^16", &|r| {
+        ui::size(n(r, "sync_bytes_k50_2p16"))
+    });
     row("keygen ms", &|r| format!("{:.0}", f(r, "keygen_ms")));
-    row("decode ms for 2^16", &|r| format!("{:.1}", f(r, "decode_ms_2p16")));
+    row("decode ms for 2^16", &|r| {
+        format!("{:.1}", f(r, "decode_ms_2p16"))
+    });
 }
 
 /// Run the benchmark of one set under a progress bar.
