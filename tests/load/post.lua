@@ -1,10 +1,13 @@
--- wrk script: POST the JSON message in $OMR_BODY_FILE to /v1/messages; count non-201 answers.
+-- wrk script: POST the JSON message in $OMR_BODY_FILE to /v1/messages, each request with a
+-- payload of its own (omrd refuses an exact replay as 409 duplicate_message); count non-201
+-- answers.
 -- Each request names a client in X-Forwarded-For, drawn from $OMR_LOAD_CLIENTS addresses
 -- (default 65536) of 198.18.0.0/15, the benchmarking range: omrd, trusting 127.0.0.1 as a
 -- proxy, rate-limits each separately, as it would real clients behind a load balancer.
 local f = assert(io.open(os.getenv("OMR_BODY_FILE"), "r"))
-local body = f:read("*a")
+local clue = assert(string.match(f:read("*a"), '"clue"%s*:%s*"([^"]+)"'), "no clue in the body")
 f:close()
+local sent = 0
 local clients = tonumber(os.getenv("OMR_LOAD_CLIENTS") or "65536")
 local headers = { ["Content-Type"] = "application/json" }
 
@@ -22,6 +25,11 @@ request = function()
   local c = math.random(0, clients - 1)
   headers["X-Forwarded-For"] = string.format("198.%d.%d.%d", 18 + math.floor(c / 65536) % 2,
     math.floor(c / 256) % 256, c % 256)
+  -- Twelve digits are valid base64 (9 bytes): the thread's number and a counter make each
+  -- request's payload, and so its message, unique.
+  sent = sent + 1
+  local payload = string.format("%04d%08d", (seed or 0) % 10000, sent % 100000000)
+  local body = string.format('{"clue":"%s","payload":"%s"}', clue, payload)
   return wrk.format("POST", nil, headers, body)
 end
 

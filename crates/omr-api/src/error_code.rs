@@ -12,6 +12,7 @@ pub enum GrpcCode {
     InvalidArgument = 3,
     DeadlineExceeded = 4,
     NotFound = 5,
+    AlreadyExists = 6,
     PermissionDenied = 7,
     ResourceExhausted = 8,
     FailedPrecondition = 9,
@@ -102,6 +103,10 @@ error_codes! {
     TooManyKeys = "too_many_keys", http: 507, grpc: ResourceExhausted;
     /// A key registered to start below the oldest board message retention kept.
     StartIndexRetired = "start_index_retired", http: 410, grpc: FailedPrecondition;
+    /// The message (the same clue, payload and attachment) is already on the board: nothing was
+    /// appended; the error body's `index` is the index it has. A sender retrying after a lost
+    /// answer treats this as success.
+    DuplicateMessage = "duplicate_message", http: 409, grpc: AlreadyExists;
     /// A key registered to start past the board head: it would report being caught up while
     /// nothing is detected for it. Register from now, or from an index on the board.
     StartIndexAhead = "start_index_ahead", http: 409, grpc: FailedPrecondition;

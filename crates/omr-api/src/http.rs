@@ -221,6 +221,9 @@ pub struct ErrorBody {
     pub code: String,
     /// What was wrong, for humans.
     pub message: String,
+    /// `duplicate_message` only: the board index the message already has (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u64>,
 }
 
 impl ErrorBody {
@@ -228,6 +231,7 @@ impl ErrorBody {
         ErrorBody {
             code: code.as_str().to_string(),
             message: message.into(),
+            index: None,
         }
     }
 

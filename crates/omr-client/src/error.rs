@@ -97,6 +97,10 @@ pub enum Error {
     NoAttachments { url: String },
     #[error("the attachment of message {index} was not opened: {reason}")]
     Attachment { index: u64, reason: String },
+    /// The message is already on the board at `index` (`duplicate_message`): an earlier post
+    /// of the same bytes was stored. [`crate::Client::post`] answers it as posted.
+    #[error("the message is already on the board at index {index}")]
+    AlreadyPosted { index: u64 },
     #[error("{api} server at {url} rejected the request ({code}): {message}")]
     Rejected {
         api: Api,

@@ -15,6 +15,8 @@ pub struct ServiceError {
     pub message: String,
     /// When to try again, for refusals that pass (`Retry-After` on HTTP).
     pub retry_after_secs: Option<u64>,
+    /// `duplicate_message`: the board index the message already has.
+    pub index: Option<u64>,
 }
 
 impl ServiceError {
@@ -23,7 +25,28 @@ impl ServiceError {
             code,
             message: message.into(),
             retry_after_secs: None,
+            index: None,
         }
+    }
+
+    /// A post whose message (at `position` of a batch of `count`) is already on the board at
+    /// `index`: nothing was appended.
+    pub fn duplicate(position: usize, count: usize, index: u64) -> Self {
+        let which = if count == 1 {
+            "the message".to_string()
+        } else {
+            format!("message {position} of the batch")
+        };
+        let mut e = Self::new(
+            ErrorCode::DuplicateMessage,
+            format!(
+                "{which} is already on the board at index {index} (the same clue, payload and \
+                 attachment); nothing was appended. A retry after a lost answer: treat it as \
+                 posted at {index}"
+            ),
+        );
+        e.index = Some(index);
+        e
     }
 
     /// The same error, telling the client to retry after `secs` seconds.

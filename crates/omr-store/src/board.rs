@@ -1,6 +1,8 @@
 //! The board: gapless, ordered appends (`append`), reads in index order (`read`) and the head
 //! (`board_head`).
 
+use std::collections::HashMap;
+
 use sqlx::Row;
 
 use crate::backend::{now_ms, to_u64};
@@ -28,49 +30,159 @@ pub struct StoredMessage {
     pub received_ms: i64,
 }
 
-impl Store {
-    /// Append `messages` in one transaction; returns the index of the first. All or nothing.
-    pub async fn append(&self, messages: &[NewMessage]) -> Result<u64, StoreError> {
-        if messages.is_empty() {
-            return self.board_head().await;
+/// What an append did with one group of messages (one submitter's post or batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended {
+    /// Appended: the index of its first message (the rest follow in order).
+    Stored { first: u64 },
+    /// Not appended: the message at `position` in the group is already on the board, at
+    /// `index` (an earlier post of the same bytes, or one committed earlier in this group).
+    Duplicate { position: usize, index: u64 },
+    /// Not appended: the message at `position` repeats the one at `of` in the same group.
+    Repeated { position: usize, of: usize },
+}
+
+impl NewMessage {
+    /// BLAKE3 of the clue, the payload and the attachment, each after its length: two posts of
+    /// the same bytes have the same fingerprint, and nothing else does.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        let mut h = blake3::Hasher::new_derive_key("omr board message fingerprint v1");
+        for part in [&self.clue, &self.payload, &self.attachment] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part);
         }
-        let n = messages.len() as i64;
+        *h.finalize().as_bytes()
+    }
+}
+
+impl Store {
+    /// Append `messages` in one transaction; returns the index of the first. All or nothing: a
+    /// message already on the board (or repeated in `messages`) refuses them all
+    /// ([`StoreError::Duplicate`]).
+    pub async fn append(&self, messages: &[NewMessage]) -> Result<u64, StoreError> {
+        match self.append_groups(&[messages]).await?[0] {
+            Appended::Stored { first } => Ok(first),
+            Appended::Duplicate { position, index } => {
+                Err(StoreError::Duplicate { position, index })
+            }
+            Appended::Repeated { position, of } => Err(StoreError::Corrupt(format!(
+                "message {position} repeats message {of} of the same append"
+            ))),
+        }
+    }
+
+    /// Append several groups in one transaction, each all or nothing: a group with a message
+    /// already on the board, or committed by an earlier group of this call, or repeated within
+    /// the group, is not appended; the others are, in order. The duplicate check runs after the
+    /// board head's row is locked, so concurrent appends of the same bytes (from any process)
+    /// store one of them.
+    pub async fn append_groups(
+        &self,
+        groups: &[&[NewMessage]],
+    ) -> Result<Vec<Appended>, StoreError> {
         let mut tx = self.begin_write().await?;
+        // The write lock first (PostgreSQL: this row; SQLite: the database), then the lookup.
         let row = sqlx::query(
-            "UPDATE board_head SET next_index = next_index + $1 WHERE id = 1 RETURNING next_index",
+            "UPDATE board_head SET next_index = next_index WHERE id = 1 RETURNING next_index",
         )
-        .bind(n)
         .fetch_one(&mut *tx)
         .await?;
-        let first = row.try_get::<i64, _>(0)? - n;
+        let head = row.try_get::<i64, _>(0)?;
+        let prints: Vec<Vec<[u8; 32]>> = groups
+            .iter()
+            .map(|g| g.iter().map(NewMessage::fingerprint).collect())
+            .collect();
+        let all: Vec<&[u8; 32]> = prints.iter().flatten().collect();
+        let mut known: HashMap<[u8; 32], i64> = HashMap::new();
+        for chunk in all.chunks(INSERT_ROWS) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT fingerprint, idx FROM board_fingerprints WHERE fingerprint IN ({})",
+                placeholders.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for f in chunk {
+                q = q.bind(f.to_vec());
+            }
+            for r in q.fetch_all(&mut *tx).await? {
+                let f: Vec<u8> = r.try_get(0)?;
+                let f: [u8; 32] = f
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt("a fingerprint is not 32 bytes".into()))?;
+                known.insert(f, r.try_get(1)?);
+            }
+        }
+        let mut outcomes = Vec::with_capacity(groups.len());
+        let mut accepted: Vec<(i64, &NewMessage, [u8; 32])> = Vec::new();
+        let mut next = head;
+        for (group, prints) in groups.iter().zip(&prints) {
+            let mut outcome = None;
+            let mut seen: HashMap<&[u8; 32], usize> = HashMap::new();
+            for (position, f) in prints.iter().enumerate() {
+                if let Some(&index) = known.get(f) {
+                    let index = to_u64(index, "board index")?;
+                    outcome = Some(Appended::Duplicate { position, index });
+                    break;
+                }
+                if let Some(of) = seen.insert(f, position) {
+                    outcome = Some(Appended::Repeated { position, of });
+                    break;
+                }
+            }
+            if let Some(o) = outcome {
+                outcomes.push(o);
+                continue;
+            }
+            let first = to_u64(next, "board index")?;
+            for (m, f) in group.iter().zip(prints) {
+                known.insert(*f, next);
+                accepted.push((next, m, *f));
+                next += 1;
+            }
+            outcomes.push(Appended::Stored { first });
+        }
+        if accepted.is_empty() {
+            tx.commit().await?;
+            return Ok(outcomes);
+        }
+        sqlx::query("UPDATE board_head SET next_index = $1 WHERE id = 1")
+            .bind(next)
+            .execute(&mut *tx)
+            .await?;
         let received = now_ms();
-        for (c, chunk) in messages.chunks(INSERT_ROWS).enumerate() {
-            let base = first + (c * INSERT_ROWS) as i64;
+        for chunk in accepted.chunks(INSERT_ROWS) {
             // Numbered placeholders: both PostgreSQL and SQLite accept $N (QueryBuilder on the
             // Any driver would emit `?`, which PostgreSQL rejects).
-            let mut sql =
+            let mut board =
                 String::from("INSERT INTO board (idx, clue, payload, received_ms) VALUES ");
+            let mut fingerprints =
+                String::from("INSERT INTO board_fingerprints (fingerprint, idx) VALUES ");
             for k in 0..chunk.len() {
                 if k > 0 {
-                    sql.push_str(", ");
+                    board.push_str(", ");
+                    fingerprints.push_str(", ");
                 }
                 let b = 4 * k;
-                sql.push_str(&format!("(${}, ${}, ${}, ${})", b + 1, b + 2, b + 3, b + 4));
+                board.push_str(&format!("(${}, ${}, ${}, ${})", b + 1, b + 2, b + 3, b + 4));
+                fingerprints.push_str(&format!("(${}, ${})", 2 * k + 1, 2 * k + 2));
             }
-            let mut q = sqlx::query(&sql);
-            for (k, m) in chunk.iter().enumerate() {
+            let mut q = sqlx::query(&board);
+            let mut f = sqlx::query(&fingerprints);
+            for (index, m, print) in chunk {
                 q = q
-                    .bind(base + k as i64)
+                    .bind(*index)
                     .bind(m.clue.clone())
                     .bind(m.payload.clone())
                     .bind(received);
+                f = f.bind(print.to_vec()).bind(*index);
             }
             q.execute(&mut *tx).await?;
+            f.execute(&mut *tx).await?;
         }
-        for (k, m) in messages.iter().enumerate() {
+        for (index, m, _) in &accepted {
             if !m.attachment.is_empty() {
                 sqlx::query("INSERT INTO attachments (idx, bytes) VALUES ($1, $2)")
-                    .bind(first + k as i64)
+                    .bind(*index)
                     .bind(m.attachment.clone())
                     .execute(&mut *tx)
                     .await?;
@@ -79,7 +191,7 @@ impl Store {
         // Other processes' detection workers wake.
         self.notify_at_commit(&mut tx, BOARD_CHANNEL, "").await?;
         tx.commit().await?;
-        to_u64(first, "board index")
+        Ok(outcomes)
     }
 
     /// The next index to be assigned (= number of messages ever appended).

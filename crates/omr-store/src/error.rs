@@ -32,4 +32,8 @@ pub enum StoreError {
     /// stored and no use was taken.
     #[error("{0}")]
     InviteRefused(InviteRefusal),
+    /// An append whose message at `position` is already on the board at `index`; nothing was
+    /// stored.
+    #[error("message {position} is already on the board at index {index}")]
+    Duplicate { position: usize, index: u64 },
 }

@@ -37,7 +37,7 @@ mod schedule;
 pub mod testing;
 
 pub use backend::{Backend, Store};
-pub use board::{NewMessage, StoredMessage};
+pub use board::{Appended, NewMessage, StoredMessage};
 pub use detection::{ActiveKey, StoredAccumulator};
 pub use error::StoreError;
 pub use invites::{InviteRefusal, StoredInvite, MAX_INVITE_USES};

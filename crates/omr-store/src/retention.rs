@@ -36,6 +36,15 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
+        // Replay protection forgets what retention drops.
+        sqlx::query(
+            "DELETE FROM board_fingerprints WHERE idx IN \
+             (SELECT idx FROM board_fingerprints WHERE idx < $1 ORDER BY idx LIMIT $2)",
+        )
+        .bind(limit)
+        .bind(batch as i64)
+        .execute(&mut *tx)
+        .await?;
         let epochs = sqlx::query(
             "DELETE FROM accumulators WHERE (key_id, epoch_start) IN \
              (SELECT key_id, epoch_start FROM accumulators WHERE epoch_end <= $1 LIMIT $2)",

@@ -12,6 +12,7 @@ mod limits;
 mod param_sets;
 mod postage;
 mod registry;
+mod replays;
 mod retention;
 mod roles;
 mod routes;

@@ -173,10 +173,12 @@ impl Client {
     /// Post one message as it is (stamp it first with [`Client::stamp`] when the server asks for
     /// postage); returns its board index. Retried only when no connection could be made or the
     /// server refused it for now (a rate limit, a full server: nothing was stored, and it says
-    /// when to retry); a request the server may have acted on is never sent twice.
+    /// when to retry); a request the server may have acted on is never sent twice. Posting a
+    /// message that is already on the board (a retry after a lost answer) answers the index it
+    /// has: the server appends it once.
     pub async fn post(&self, message: &Message) -> Result<u64> {
         let body = message.to_bytes();
-        let posted: Posted = self
+        let posted: Result<Posted> = self
             .retrying_unsent(|| async {
                 let req = self
                     .http
@@ -186,8 +188,12 @@ impl Client {
                 let r = self.http_send(req).await?;
                 self.http_json(r).await
             })
-            .await?;
-        Ok(posted.index)
+            .await;
+        match posted {
+            Ok(p) => Ok(p.index),
+            Err(Error::AlreadyPosted { index }) => Ok(index),
+            Err(e) => Err(e),
+        }
     }
 
     /// Post messages in one atomic batch, each as it is (stamped or not); returns their board

@@ -188,6 +188,7 @@ impl Client {
         let body: ErrorBody = serde_json::from_str(&text).unwrap_or_else(|_| ErrorBody {
             code: status.as_u16().to_string(),
             message: text.chars().take(200).collect(),
+            index: None,
         });
         let (api, url) = (Api::Http, self.http_url.clone());
         Err(match status.as_u16() {
@@ -214,6 +215,13 @@ impl Client {
                     code: body.code,
                     message: body.message,
                     retry_after: retry_after.unwrap_or(std::time::Duration::from_secs(1)),
+                }
+            }
+            409 if body.error_code() == Some(ErrorCode::DuplicateMessage)
+                && body.index.is_some() =>
+            {
+                Error::AlreadyPosted {
+                    index: body.index.unwrap_or_default(),
                 }
             }
             404 if body.error_code() == Some(ErrorCode::UnknownKey) => Error::UnknownKey {

@@ -15,7 +15,9 @@ impl IntoResponse for ServiceError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut resp = (status, Json(ErrorBody::new(self.code, self.message))).into_response();
+        let mut body = ErrorBody::new(self.code, self.message);
+        body.index = self.index;
+        let mut resp = (status, Json(body)).into_response();
         if let Some(secs) = self.retry_after_secs {
             resp.headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, secs.into());

@@ -8,7 +8,7 @@ use base64::Engine;
 use omr_api::http::{BoardMessage, BoardPage};
 use omr_api::ErrorCode;
 use omr_core::{validate_payload, ParamSet, Postage};
-use omr_store::{NewMessage, StoredMessage};
+use omr_store::{Appended, NewMessage, StoredMessage};
 
 use super::ingest::IngestError;
 use super::Service;
@@ -118,13 +118,30 @@ pub async fn post(
         .iter()
         .map(|m| m.clue.len() + m.payload.len())
         .sum();
-    let first = svc.ingestor.submit(messages).await.map_err(|e| match e {
-        IngestError::Closed => ServiceError::new(
-            ErrorCode::Unavailable,
-            "the server is shutting down; nothing was stored, retry",
-        ),
-        IngestError::Store(e) => ServiceError::internal("appending to the board", e),
-    })?;
+    let first = match svc.ingestor.submit(messages).await {
+        Ok(Appended::Stored { first }) => first,
+        Ok(Appended::Duplicate { position, index }) => {
+            return Err(ServiceError::duplicate(position, count as usize, index))
+        }
+        Ok(Appended::Repeated { position, of }) => {
+            return Err(ServiceError::new(
+                ErrorCode::DuplicateMessage,
+                format!(
+                    "messages {of} and {position} of the batch are identical; nothing was \
+                     appended"
+                ),
+            ))
+        }
+        Err(IngestError::Closed) => {
+            return Err(ServiceError::new(
+                ErrorCode::Unavailable,
+                "the server is shutting down; nothing was stored, retry",
+            ))
+        }
+        Err(IngestError::Store(e)) => {
+            return Err(ServiceError::internal("appending to the board", e))
+        }
+    };
     (svc.metrics.messages_accepted)
         .with_label_values(&[route])
         .inc_by(count);

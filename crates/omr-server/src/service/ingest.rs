@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use omr_store::{NewMessage, Store, StoreError};
+use omr_store::{Appended, NewMessage, Store, StoreError};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 
@@ -13,7 +13,7 @@ use crate::metrics::Metrics;
 
 struct Job {
     messages: Vec<NewMessage>,
-    reply: oneshot::Sender<Result<u64, Arc<StoreError>>>,
+    reply: oneshot::Sender<Result<Appended, Arc<StoreError>>>,
 }
 
 /// Why a submission was not stored.
@@ -48,8 +48,9 @@ impl Ingestor {
         (Ingestor { tx }, handle)
     }
 
-    /// Append `messages` (all or nothing); returns the first index once committed.
-    pub async fn submit(&self, messages: Vec<NewMessage>) -> Result<u64, IngestError> {
+    /// Append `messages` (all or nothing); once committed, the first index, or why nothing
+    /// was appended (a message already on the board, or repeated in `messages`).
+    pub async fn submit(&self, messages: Vec<NewMessage>) -> Result<Appended, IngestError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Job { messages, reply })
@@ -91,28 +92,32 @@ async fn writer(
 }
 
 async fn commit(store: &Store, metrics: &Metrics, jobs: &mut Vec<Job>) {
-    let all: Vec<NewMessage> = jobs
-        .iter()
-        .flat_map(|j| j.messages.iter().cloned())
-        .collect();
+    let groups: Vec<&[NewMessage]> = jobs.iter().map(|j| j.messages.as_slice()).collect();
+    let count: usize = groups.iter().map(|g| g.len()).sum();
     let started = Instant::now();
-    let result: Result<u64, StoreError> = store.append(&all).await;
+    let result = store.append_groups(&groups).await;
     metrics
         .commit_seconds
         .observe(started.elapsed().as_secs_f64());
-    metrics.commit_messages.observe(all.len() as f64);
+    metrics.commit_messages.observe(count as f64);
     match result {
-        Ok(first) => {
-            metrics.board_head.set((first + all.len() as u64) as i64);
-            let mut next = first;
-            for job in jobs.drain(..) {
-                let n = job.messages.len() as u64;
-                let _ = job.reply.send(Ok(next));
-                next += n;
+        Ok(outcomes) => {
+            let head = jobs
+                .iter()
+                .zip(&outcomes)
+                .fold(None, |head, (job, o)| match o {
+                    Appended::Stored { first } => Some(first + job.messages.len() as u64),
+                    _ => head,
+                });
+            if let Some(head) = head {
+                metrics.board_head.set(head as i64);
+            }
+            for (job, outcome) in jobs.drain(..).zip(outcomes) {
+                let _ = job.reply.send(Ok(outcome));
             }
         }
         Err(e) => {
-            tracing::error!(error = %e, messages = all.len(), "group commit failed; nothing stored");
+            tracing::error!(error = %e, messages = count, "group commit failed; nothing stored");
             let e = Arc::new(e);
             for job in jobs.drain(..) {
                 let _ = job.reply.send(Err(e.clone()));

@@ -1,6 +1,7 @@
 //! The board on each backend: gapless appends, ordered reads, the head.
 
 use crate::common::messages;
+use omr_store::{Appended, NewMessage, StoreError};
 use omr_test_support::{test_each_backend, TestDb};
 
 test_each_backend!(appends_are_gapless_and_read_in_order);
@@ -81,4 +82,86 @@ async fn concurrent_appends_get_disjoint_contiguous_ranges(db: &TestDb) {
             assert_eq!(m.payload, format!("payload t{t} {k}").into_bytes());
         }
     }
+}
+
+test_each_backend!(
+    a_message_on_the_board_is_never_appended_again,
+    concurrent_appends_of_the_same_bytes_store_one
+);
+
+async fn a_message_on_the_board_is_never_appended_again(db: &TestDb) {
+    let store = db.store();
+    let a = messages("a", 2);
+    assert_eq!(store.append(&a).await.unwrap(), 0);
+    // The whole append is refused, naming the first message already stored.
+    let again = [messages("x", 1), a[1..].to_vec()].concat();
+    match store.append(&again).await {
+        Err(StoreError::Duplicate { position, index }) => assert_eq!((position, index), (1, 1)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.board_head().await.unwrap(), 2);
+
+    // Groups of one append, each all or nothing: a later group repeating an earlier one's
+    // message is a duplicate of the index it was just given; a group repeating a message of its
+    // own is refused; the others are stored contiguously.
+    let b = messages("b", 2);
+    let c = messages("c", 1);
+    let repeated = vec![c[0].clone(), c[0].clone()];
+    let d = messages("d", 3);
+    let groups: Vec<&[NewMessage]> = vec![&b, &b[1..], &repeated, &a[..1], &d];
+    let outcomes = store.append_groups(&groups).await.unwrap();
+    assert_eq!(
+        outcomes,
+        vec![
+            Appended::Stored { first: 2 },
+            Appended::Duplicate {
+                position: 0,
+                index: 3
+            },
+            Appended::Repeated { position: 1, of: 0 },
+            Appended::Duplicate {
+                position: 0,
+                index: 0
+            },
+            Appended::Stored { first: 4 },
+        ]
+    );
+    assert_eq!(store.board_head().await.unwrap(), 7);
+    let board = store.read(0, 10).await.unwrap();
+    let payloads: Vec<&[u8]> = board.iter().map(|m| m.payload.as_slice()).collect();
+    let want: Vec<&[u8]> = a
+        .iter()
+        .chain(&b)
+        .chain(&d)
+        .map(|m| m.payload.as_slice())
+        .collect();
+    assert_eq!(payloads, want);
+    // A different attachment makes a different message.
+    let mut with = a[0].clone();
+    with.attachment = b"attached".to_vec();
+    assert_eq!(store.append(&[with]).await.unwrap(), 7);
+}
+
+async fn concurrent_appends_of_the_same_bytes_store_one(db: &TestDb) {
+    let store = db.store();
+    let same = messages("same", 3);
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (store, same) = (store.clone(), same.clone());
+            tokio::spawn(async move { store.append(&same).await })
+        })
+        .collect();
+    let mut stored = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(first) => {
+                assert_eq!(first, 0);
+                stored += 1;
+            }
+            Err(StoreError::Duplicate { position, index }) => assert_eq!((position, index), (0, 0)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(stored, 1);
+    assert_eq!(store.board_head().await.unwrap(), 3);
 }

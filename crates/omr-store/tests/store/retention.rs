@@ -132,7 +132,10 @@ async fn a_registration_racing_retention_never_starts_below_the_retained_board(d
     let (mut accepted, mut refused) = (0, 0);
     for round in 0..20u64 {
         let head = store.board_head().await.unwrap();
-        store.append(&messages("r", 10)).await.unwrap();
+        store
+            .append(&messages(&format!("r{round}"), 10))
+            .await
+            .unwrap();
         assert!(store
             .commit_progress("holder", head, &acc(head, head + 10))
             .await
