@@ -1,6 +1,7 @@
 //! The API contract as clients we did not write meet it: the `Bearer` scheme in any case (RFC
 //! 9110) on HTTP and gRPC; a registration that starts past the board head refused from its
-//! header (`start_index_ahead`), storing nothing; reflection for v1 and v1alpha clients.
+//! header (`start_index_ahead`), storing nothing; a digest `from` inside the epoch being folded
+//! rounded down to its start; reflection for v1 and v1alpha clients.
 
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::GetKeyStatusRequest;
@@ -65,6 +66,26 @@ async fn a_start_past_the_board_head_is_refused_and_stores_nothing() {
     let next = api.post(&r.keys.clue_key, b"c").await;
     let digest = api.caught_up_digest(&r, None).await;
     assert_eq!(digest.messages, vec![(next, b"c".to_vec())]);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_digest_from_inside_the_folded_epoch_is_rounded_down_to_its_start() {
+    let s = TestServer::start_sqlite().await;
+    let api = s.client();
+    let r = api.register(insecure_keys(4), Start::StartIndex(0)).await;
+    let mut sent = Vec::new();
+    for payload in [&b"a"[..], b"b", b"c"] {
+        sent.push((api.post(&r.keys.clue_key, payload).await, payload.to_vec()));
+    }
+    let whole = api.caught_up_digest(&r, None).await;
+    assert_eq!((whole.start, whole.end), (0, 3));
+    // From the cursor itself, and from inside the range: the epoch's digest, not an empty one.
+    for from in [3, 1] {
+        let d = api.caught_up_digest(&r, Some(from)).await;
+        assert_eq!((d.start, d.end), (0, 3), "from = {from}");
+        assert_eq!(d.messages, sent, "from = {from}");
+    }
     s.stop().await;
 }
 

@@ -104,6 +104,9 @@ async fn build_with<S: DetectionScheme>(
             format!("to = {to} must be greater than from = {from}"),
         ));
     }
+    // Rounded down to its epoch's start, as the API says: a `from` inside the epoch being
+    // folded (even at the cursor) gets that epoch's digest, not an empty one at the cursor.
+    let from = svc.epochs.start_of(from).max(meta.start_index);
     let plan = plan(svc, meta, from, to).await?;
     let key = (meta.key_id.clone(), plan.start, plan.end);
     let cached = svc.digests.encoded(&key);

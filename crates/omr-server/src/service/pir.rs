@@ -61,6 +61,9 @@ pub async fn answer(
 ) -> Result<Vec<u8>, ServiceError> {
     let at = svc.pir_serving();
     let range = served_range(&at, epoch).await?;
+    // Decoded before the charge: a query that does not decode takes no rate-limit token.
+    let query = Query::from_bytes(query)
+        .map_err(|e| ServiceError::new(ErrorCode::MalformedPirQuery, e.to_string()))?;
     admit()?;
     svc.pir.answer(&at, epoch, range, query).await
 }
@@ -166,16 +169,14 @@ impl PirEpochs {
             .map_err(|e| ServiceError::internal("PIR build task", e))?
     }
 
-    /// Answer `query` (its encoding) against epoch `epoch`, served over `range`.
+    /// Answer `query` against epoch `epoch`, served over `range`.
     async fn answer(
         &self,
         at: &Serving,
         epoch: u64,
         range: (u64, u64),
-        query: &[u8],
+        query: Query,
     ) -> Result<Vec<u8>, ServiceError> {
-        let query = Query::from_bytes(query)
-            .map_err(|e| ServiceError::new(ErrorCode::MalformedPirQuery, e.to_string()))?;
         let built = self.get(at, epoch, range).await?;
         let _permit = self
             .answering
