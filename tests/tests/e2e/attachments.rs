@@ -15,13 +15,12 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 /// Small epochs and attachments, so that the test's PIR databases are tiny.
-const EPOCH: u64 = 8;
-const MAX: usize = 2048;
+pub(crate) const EPOCH: u64 = 8;
+pub(crate) const MAX: usize = 2048;
 
 test_each_backend!(
     attachments_come_back_through_pir_once_their_epoch_closes,
     oversized_attachments_are_refused_and_store_nothing,
-    a_query_that_does_not_decode_takes_no_rate_limit_token,
 );
 
 async fn start(db: &TestDb, max_attachment_bytes: usize) -> TestServer {
@@ -32,10 +31,10 @@ async fn start(db: &TestDb, max_attachment_bytes: usize) -> TestServer {
     .await
 }
 
-const BINARY: Option<&str> = Some("application/octet-stream");
+pub(crate) const BINARY: Option<&str> = Some("application/octet-stream");
 
 /// The hint of `epoch`, or the error's (status, code).
-async fn hint(s: &TestServer, epoch: u64) -> Result<Hint, (StatusCode, String)> {
+pub(crate) async fn hint(s: &TestServer, epoch: u64) -> Result<Hint, (StatusCode, String)> {
     let r = s.client().get(&format!("/v1/pir/{epoch}/hint")).await;
     let status = r.status();
     if status != StatusCode::OK {
@@ -46,7 +45,7 @@ async fn hint(s: &TestServer, epoch: u64) -> Result<Hint, (StatusCode, String)> 
 }
 
 /// Fetch board index `index`'s attachment by PIR: the record, unframed.
-async fn fetch(s: &TestServer, hint: &Hint, index: u64) -> Vec<u8> {
+pub(crate) async fn fetch(s: &TestServer, hint: &Hint, index: u64) -> Vec<u8> {
     let len = hint.shape().records as u64;
     let epoch = index / len;
     let (query, state) = hint
@@ -273,53 +272,6 @@ async fn attachments_come_back_through_pir_once_their_epoch_closes(db: &TestDb) 
     too_long.push(0);
     let (status, body) = c.post_bytes("/v1/pir/0/query", BINARY, too_long).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
-}
-
-/// A PIR fetch is charged once its epoch is served and its query decodes: garbage queries to a
-/// served epoch leave the client's token for the real fetch.
-async fn a_query_that_does_not_decode_takes_no_rate_limit_token(db: &TestDb) {
-    let s = TestServer::start_configured(db, |c| {
-        c.epoch_len = EPOCH;
-        c.max_attachment_bytes = MAX;
-        // Two tokens: the hint's and one fetch's.
-        c.digest_rate_limit_per_second = 0.01;
-        c.digest_rate_limit_burst = 2;
-    })
-    .await;
-    let to = insecure_keys(4).clue_key;
-    for _ in 0..EPOCH {
-        let m = Message::new(to.make_clue(), b"p".to_vec())
-            .unwrap()
-            .with_attachment(b"attached".to_vec())
-            .unwrap();
-        let (status, body) = (s.client())
-            .post_bytes("/v1/messages", BINARY, m.to_bytes())
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
-    }
-    let h = hint(&s, 0).await.expect("epoch 0 is served");
-    for _ in 0..3 {
-        let (status, body) = (s.client())
-            .post_bytes("/v1/pir/0/query", BINARY, b"not a query".to_vec())
-            .await;
-        assert_eq!(
-            (status, &body["code"]),
-            (StatusCode::BAD_REQUEST, &json!("malformed_pir_query"))
-        );
-    }
-    assert_eq!(fetch(&s, &h, 3).await, b"attached");
-    let (status, body) = (s.client())
-        .post_bytes("/v1/pir/0/query", BINARY, b"not a query".to_vec())
-        .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    let (query, _) = h.query(1, &mut rand::thread_rng()).unwrap();
-    let (status, body) = (s.client())
-        .post_bytes("/v1/pir/0/query", BINARY, query.to_bytes())
-        .await;
-    assert_eq!(
-        (status, &body["code"]),
-        (StatusCode::TOO_MANY_REQUESTS, &json!("rate_limited"))
-    );
 }
 
 async fn oversized_attachments_are_refused_and_store_nothing(db: &TestDb) {

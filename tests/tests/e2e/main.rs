@@ -10,6 +10,7 @@ mod detection;
 mod layers;
 mod limits;
 mod param_sets;
+mod pir_limits;
 mod postage;
 mod registry;
 mod replays;
