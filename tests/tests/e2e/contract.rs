@@ -1,7 +1,8 @@
 //! The API contract as clients we did not write meet it: the `Bearer` scheme in any case (RFC
 //! 9110) on HTTP and gRPC; a registration that starts past the board head refused from its
 //! header (`start_index_ahead`), storing nothing; a digest `from` inside the epoch being folded
-//! rounded down to its start; reflection for v1 and v1alpha clients.
+//! rounded down to its start; unsigned integers documented as such; reflection for v1 and v1alpha
+//! clients.
 
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::GetKeyStatusRequest;
@@ -86,6 +87,34 @@ async fn a_digest_from_inside_the_folded_epoch_is_rounded_down_to_its_start() {
         assert_eq!((d.start, d.end), (0, 3), "from = {from}");
         assert_eq!(d.messages, sent, "from = {from}");
     }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn unsigned_integers_are_documented_with_their_whole_range() {
+    let s = TestServer::start_sqlite().await;
+    let doc: serde_json::Value = s.client().get("/openapi.json").await.json().await.unwrap();
+    let index = &doc["components"]["schemas"]["Posted"]["properties"]["index"];
+    assert_eq!(index["format"], "uint64", "{index}");
+    assert_eq!(index["maximum"].as_u64(), Some(u64::MAX), "{index}");
+    // No unsigned value is declared as a signed 64- or 32-bit one.
+    fn signed_unsigned(v: &serde_json::Value, found: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                let format = m.get("format").and_then(|f| f.as_str());
+                if matches!(format, Some("int64" | "int32")) && m.get("minimum") == Some(&0.into())
+                {
+                    found.push(v.to_string());
+                }
+                m.values().for_each(|x| signed_unsigned(x, found));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| signed_unsigned(x, found)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    signed_unsigned(&doc, &mut found);
+    assert!(found.is_empty(), "{found:?}");
     s.stop().await;
 }
 

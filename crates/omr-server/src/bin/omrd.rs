@@ -202,8 +202,8 @@ async fn create_invite(config: &Config, a: &CreateInvite) -> anyhow::Result<()> 
 async fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(Command::Openapi) = &args.command {
-        let document = omr_server::http::openapi_document();
-        return match document.to_pretty_json() {
+        let document = omr_server::http::openapi_json();
+        return match serde_json::to_string_pretty(&document) {
             Ok(json) => {
                 println!("{json}");
                 ExitCode::SUCCESS

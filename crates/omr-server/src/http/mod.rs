@@ -118,6 +118,35 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
     routes().document
 }
 
+/// The OpenAPI document as served: utoipa's, with unsigned integers declared as such. utoipa
+/// writes a `u64` as `format: int64, minimum: 0`, but the server takes values up to 2^64 − 1
+/// (and a `u32` up to 2^32 − 1), so those become `uint64` / `uint32` with their maximum.
+pub fn openapi_json() -> serde_json::Value {
+    let mut doc = serde_json::to_value(openapi_document()).expect("the OpenAPI document encodes");
+    declare_unsigned(&mut doc);
+    doc
+}
+
+fn declare_unsigned(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            let unsigned = map.get("minimum").and_then(|m| m.as_u64()) == Some(0);
+            let widened = match map.get("format").and_then(|f| f.as_str()) {
+                Some("int64") if unsigned => Some(("uint64", u64::MAX)),
+                Some("int32") if unsigned => Some(("uint32", u64::from(u32::MAX))),
+                _ => None,
+            };
+            if let Some((format, max)) = widened {
+                map.insert("format".into(), format.into());
+                map.entry("maximum").or_insert(max.into());
+            }
+            map.values_mut().for_each(declare_unsigned);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(declare_unsigned),
+        _ => {}
+    }
+}
+
 pub fn router(state: Arc<HttpState>) -> Router {
     let probes = Router::new()
         .route("/livez", get(|| async { "ok" }))
@@ -133,9 +162,9 @@ pub fn router(state: Arc<HttpState>) -> Router {
     let Routes {
         api,
         long_poll,
-        document,
+        document: _,
     } = routes();
-    let api = api.route("/openapi.json", get(about::openapi(&document)));
+    let api = api.route("/openapi.json", get(about::openapi(&openapi_json())));
     let overload =
         overload::Overload::new(state.config.max_concurrent_requests, state.metrics.clone());
     let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
