@@ -1,5 +1,6 @@
 //! omr-light-v1 end to end: keys, clues at chosen slots, one shared preparation, every key's
-//! pass, digests through their encoding, decoding; the noise and the false-positive rate
+//! pass, digests through their encoding, decoding; every encoding round-tripped and refused by
+//! the TFHE decoders (and theirs here); the noise and the false-positive rate
 //! measured against the prediction.
 
 use omr_light::{Batch, Digest, DigestPart, ExpandedKey, SecretKey, OMR_LIGHT_V1};
@@ -189,5 +190,46 @@ fn no_stranger_passes_in_two_to_the_sixteen_trials_and_a_weakened_range_matches_
     assert!(
         (passed_weak as f64 - expected).abs() < 5.0 * sd,
         "{passed_weak} passed at r = 2^20, {expected:.0} ± {sd:.1} predicted"
+    );
+}
+
+#[test]
+fn every_encoding_round_trips_and_the_other_scheme_refuses_it() {
+    let mut rng = ChaCha20Rng::seed_from_u64(14);
+    let sk = key(120);
+    let again = SecretKey::from_bytes(&sk.to_bytes()).unwrap();
+    assert_eq!(again.to_bytes(), sk.to_bytes());
+    let address = sk.address();
+    assert_eq!(again.address(), address);
+    assert_eq!(
+        omr_light::Address::from_bytes(&address.to_bytes()).unwrap(),
+        address
+    );
+    let clue = address.clue_with(&mut rng);
+    let bytes = clue.to_bytes();
+    assert_eq!(bytes.len(), P.clue_bytes());
+    assert_eq!(omr_light::Clue::from_bytes(&bytes).unwrap(), clue);
+    let dk = sk.detection_key();
+    let encoded = dk.to_bytes();
+    assert_eq!(encoded.len(), P.detection_key_bytes());
+    assert_eq!(omr_light::DetectionKey::from_bytes(&encoded).unwrap(), dk);
+
+    // A light clue is not a TFHE clue, and a TFHE clue names its set when refused here.
+    assert!(omr_core::Clue::from_bytes(&bytes).is_err());
+    let tfhe = omr_core::keygen(&omr_core::INSECURE_TEST, 4).unwrap();
+    let tfhe_clue = tfhe.clue_key.make_clue().to_bytes();
+    let refused = omr_light::Clue::from_bytes(&tfhe_clue)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("clue"), "{refused}");
+    // The same header with a TFHE set's id.
+    let mut relabelled = bytes.clone();
+    relabelled[5] = omr_core::OMR_V1.id;
+    let refused = omr_light::Clue::from_bytes(&relabelled)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("omr-v1") && refused.contains("omr-light-v1"),
+        "{refused}"
     );
 }
