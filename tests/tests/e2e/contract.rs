@@ -1,8 +1,8 @@
 //! The API contract as clients we did not write meet it: the `Bearer` scheme in any case (RFC
 //! 9110) on HTTP and gRPC; a registration that starts past the board head refused from its
 //! header (`start_index_ahead`), storing nothing; a digest `from` inside the epoch being folded
-//! rounded down to its start; unsigned integers documented as such; reflection for v1 and v1alpha
-//! clients.
+//! rounded down to its start; unsigned integers documented as such; a gRPC message over the
+//! limit refused with its `omr-error-code`; reflection for v1 and v1alpha clients.
 
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::GetKeyStatusRequest;
@@ -116,6 +116,43 @@ async fn unsigned_integers_are_documented_with_their_whole_range() {
     signed_unsigned(&doc, &mut found);
     assert!(found.is_empty(), "{found:?}");
     s.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_over_the_grpc_limit_is_refused_with_its_code() {
+    use omr_proto::v1::register_detection_key_request::Part;
+    use omr_proto::v1::{RegisterDetectionKeyRequest, RegistrationHeader};
+    let db = omr_test_support::TestDb::sqlite().await;
+    let s = TestServer::start_configured(&db, |c| c.max_key_bytes = 8 << 20).await;
+    let total = 6 << 20;
+    let upload = vec![
+        RegisterDetectionKeyRequest {
+            part: Some(Part::Header(RegistrationHeader {
+                param_set: omr_core::INSECURE_TEST.name.into(),
+                kbar: 4,
+                total_bytes: total as u64,
+                start: Some(Start::FromNow(true)),
+                invite_code: String::new(),
+            })),
+        },
+        // One chunk larger than the server's 5 MiB message limit.
+        RegisterDetectionKeyRequest {
+            part: Some(Part::Chunk(vec![0; total])),
+        },
+    ];
+    let e = (s.client().detector().await)
+        .register_detection_key(tokio_stream::iter(upload))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+    assert_eq!(
+        e.metadata().get("omr-error-code").unwrap(),
+        "body_too_large"
+    );
+    assert!(e.message().contains("5 MiB"), "{e:?}");
+    assert_eq!(s.state().store.key_count().await.unwrap(), 0);
+    s.stop().await;
+    db.cleanup().await;
 }
 
 #[tokio::test]

@@ -11,13 +11,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::connections::ConnectionLimit;
-use crate::grpc::{grpc_incoming, DeadlineLayer, DetectorService};
+use crate::grpc::{grpc_incoming, DeadlineLayer, DetectorService, MAX_MESSAGE_BYTES};
 use crate::http::HttpState;
 use crate::state::ApiState;
 use crate::tls::Tls;
-
-/// gRPC messages may be up to this large (key chunks are ≤ 4 MiB).
-const GRPC_MAX_MESSAGE: usize = 5 * 1024 * 1024;
 
 pub(super) type ServerTask<E> = tokio::task::JoinHandle<Result<(), E>>;
 
@@ -71,7 +68,7 @@ pub(super) async fn serve_grpc(
     let (reflection, reflection_v1alpha) =
         (reflection().build_v1()?, reflection().build_v1alpha()?);
     let detector = DetectorServer::new(DetectorService::new(state.clone()))
-        .max_decoding_message_size(GRPC_MAX_MESSAGE);
+        .max_decoding_message_size(MAX_MESSAGE_BYTES);
     let c = cancel.clone();
     let config = &state.config;
     let secs = |s: u64| (s > 0).then(|| Duration::from_secs(s));

@@ -61,7 +61,7 @@ impl DetectorService {
                 part: Some(Part::Header(h)),
             })) => h,
             Some(Ok(_)) => return Err(malformed_upload("the first message must be the header")),
-            Some(Err(s)) => return Err(s),
+            Some(Err(s)) => return Err(transport_error(s)),
             None => {
                 return Err(malformed_upload(
                     "empty stream: send a header, then the key",
@@ -72,7 +72,7 @@ impl DetectorService {
         let total = header.total_bytes as usize;
         let mut key = Vec::with_capacity(total);
         while let Some(msg) = stream.next().await {
-            match msg?.part {
+            match msg.map_err(transport_error)?.part {
                 Some(Part::Chunk(c)) => {
                     if key.len() + c.len() > total {
                         return Err(ServiceError::new(
@@ -95,6 +95,29 @@ impl DetectorService {
         }
         Ok((header, invite, key))
     }
+}
+
+/// The largest gRPC message the server decodes (a key chunk, a PIR query; a 4.5 MiB query at the
+/// default epoch shape fits).
+pub const MAX_MESSAGE_BYTES: usize = 5 * 1024 * 1024;
+
+/// A stream error from the transport, with an `omr-error-code` where it is the client's doing:
+/// tonic refuses a message over the server's limit as OUT_OF_RANGE before any handler sees it.
+fn transport_error(s: Status) -> Status {
+    if s.code() == tonic::Code::OutOfRange && s.metadata().get("omr-error-code").is_none() {
+        return ServiceError::new(
+            ErrorCode::BodyTooLarge,
+            format!(
+                "a message of the upload is over the server's gRPC message limit ({} MiB): send \
+                 the key in smaller chunks (the SDK sends {} MiB); nothing was stored ({})",
+                MAX_MESSAGE_BYTES >> 20,
+                omr_api::CHUNK_BYTES >> 20,
+                s.message()
+            ),
+        )
+        .into();
+    }
+    s
 }
 
 /// The `authorization` metadata of a call (see `service::auth::authorize`).
