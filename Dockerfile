@@ -36,12 +36,12 @@ RUN cargo chef cook --release --workspace --recipe-path recipe.json
 # The workspace: sources, proto/ (omr-proto's build.rs) and migrations/ (embedded by
 # omr-store with sqlx::migrate!).
 COPY . .
-# The image's binaries lose their debug info (`objcopy --strip-debug`: 155 MB → ≈ 30 MB each)
+# The image's binaries lose their debug info (`strip --strip-debug`: 155 MB → ≈ 30 MB each)
 # but keep their symbols, so a panic's backtrace still names the functions; file and line
 # numbers need a local build (the workspace's release profile keeps line tables).
 RUN cargo build --release --locked -p omr-server -p omr-cli \
  && install -D -m 0755 -t /out target/release/omrd target/release/omr \
- && objcopy --strip-debug /out/omrd /out/omr
+ && strip --strip-debug /out/omrd /out/omr
 
 FROM debian:bookworm-slim AS runtime
 # ca-certificates for TLS to a managed PostgreSQL or collector; curl for the health check.
