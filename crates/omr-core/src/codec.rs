@@ -63,10 +63,47 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    /// A reader over `buf` with no header check (for an encoding whose header another crate
-    /// checks, such as omr-light's); `what` names the encoding in errors.
-    pub fn raw(buf: &'a [u8], what: &'static str) -> Self {
-        Reader { buf, what }
+    /// Check the size limit and the common header of an encoding whose kind byte is `kind` and
+    /// whose parameter-set id another crate resolves (omr-light's): the reader positioned after
+    /// the header, the version and the set id. `what` names the encoding in errors.
+    pub fn open_header(
+        buf: &'a [u8],
+        kind: u8,
+        what: &'static str,
+        limit: usize,
+        versions: &[u8],
+    ) -> Result<(Self, u8, u8), OmrError> {
+        if buf.len() > limit {
+            return Err(OmrError::TooLarge {
+                what,
+                got: buf.len(),
+                limit,
+            });
+        }
+        if buf.len() < HEADER_LEN {
+            return Err(OmrError::malformed(what, "shorter than the header"));
+        }
+        if &buf[..3] != MAGIC {
+            return Err(OmrError::malformed(what, "bad magic (not an OMR encoding)"));
+        }
+        if buf[3] != kind {
+            return Err(OmrError::malformed(
+                what,
+                format!("holds kind {}, not a {what}", buf[3]),
+            ));
+        }
+        let version = buf[4];
+        if !versions.contains(&version) {
+            return Err(OmrError::malformed(
+                what,
+                format!("unsupported version {version}"),
+            ));
+        }
+        let reader = Reader {
+            buf: &buf[HEADER_LEN..],
+            what,
+        };
+        Ok((reader, version, buf[5]))
     }
 
     /// Check the size limit and the header; return the reader positioned after it and the set.
@@ -87,42 +124,9 @@ impl<'a> Reader<'a> {
         limit: usize,
         versions: &[u8],
     ) -> Result<(Self, &'static ParamSet, u8), OmrError> {
-        let what = kind.name();
-        if buf.len() > limit {
-            return Err(OmrError::TooLarge {
-                what,
-                got: buf.len(),
-                limit,
-            });
-        }
-        if buf.len() < HEADER_LEN {
-            return Err(OmrError::malformed(what, "shorter than the header"));
-        }
-        if &buf[..3] != MAGIC {
-            return Err(OmrError::malformed(what, "bad magic (not an OMR encoding)"));
-        }
-        if buf[3] != kind as u8 {
-            return Err(OmrError::malformed(
-                what,
-                format!("holds kind {}, not a {what}", buf[3]),
-            ));
-        }
-        let version = buf[4];
-        if !versions.contains(&version) {
-            return Err(OmrError::malformed(
-                what,
-                format!("unsupported version {version}"),
-            ));
-        }
-        let params = ParamSet::by_id(buf[5])?;
-        Ok((
-            Reader {
-                buf: &buf[HEADER_LEN..],
-                what,
-            },
-            params,
-            version,
-        ))
+        let (reader, version, id) =
+            Self::open_header(buf, kind as u8, kind.name(), limit, versions)?;
+        Ok((reader, ParamSet::by_id(id)?, version))
     }
 
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], OmrError> {

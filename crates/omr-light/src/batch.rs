@@ -11,7 +11,7 @@
 
 use crate::clue::{centre, Clue};
 use crate::digest::{BatchDigest, SharedHalf};
-use crate::keys::{to_blocks, ExpandedKey, LANES};
+use crate::keys::{scatter, to_blocks, ExpandedKey, LANES};
 use crate::params::LightParams;
 use crate::ring::{lift, reduce128, sub, switch, Ntt};
 use crate::sample::crs_row;
@@ -101,28 +101,21 @@ impl Batch {
                     crate::ring::mul(delta, lift(centre(i64::from(clue.b[k]), params)));
             }
         }
-        let mut batch = Batch {
+        // The ciphertexts' second half: −Σ_j P_{k,j}·a_j, switched to q1.
+        let sums = products(params, &plaintexts, &[crs_blocks(params)]);
+        let shared = SharedHalf::from_values(
+            params,
+            (sums[0].iter())
+                .map(|&x| switch(sub(0, x), params.log_q1))
+                .collect(),
+        );
+        Batch {
             params,
             count: clues.len(),
             plaintexts,
             scaled_b,
-            shared: SharedHalf::empty(params),
-        };
-        // The ciphertexts' second half: −Σ_j P̂_{k,j} ⊙ â_j, switched to q1.
-        let sums = batch.products(crs_blocks(params));
-        batch.shared = SharedHalf::from_values(
-            params,
-            (0..ell)
-                .flat_map(|k| {
-                    let mut c = sums[k * d..][..d].to_vec();
-                    ntt.inv(&mut c);
-                    c.into_iter()
-                        .map(|x| switch(sub(0, x), params.log_q1))
-                        .collect::<Vec<_>>()
-                })
-                .collect(),
-        );
-        batch
+            shared,
+        }
     }
 
     pub fn params(&self) -> &'static LightParams {
@@ -157,21 +150,13 @@ impl Batch {
             "every key is of the batch's set"
         );
         let (d, ell) = (p.batch, p.ell);
-        let mut sums = vec![vec![0u64; ell * d]; keys.len()];
-        for b in 0..d / LANES {
-            let plain = self.plaintext_block(b);
-            for (key, out) in keys.iter().zip(sums.iter_mut()) {
-                let key_block = &key.blocks[b * p.n * LANES..][..p.n * LANES];
-                kernel(plain, key_block, p.n, ell, b, d, out);
-            }
-        }
-        let ntt = Ntt::of(d);
-        sums.into_iter()
-            .map(|mut s| {
+        let blocks: Vec<&[u64]> = keys.iter().map(|k| k.blocks.as_slice()).collect();
+        products(p, &self.plaintexts, &blocks)
+            .into_iter()
+            .map(|s| {
                 let mut values = Vec::with_capacity(ell * self.count);
                 for k in 0..ell {
-                    let c = &mut s[k * d..][..d];
-                    ntt.inv(c);
+                    let c = &s[k * d..][..d];
                     let b = &self.scaled_b[k * d..][..d];
                     // c0 = Δ·b′ − Σ_j P_{k,j}·c_j; only the batch's coefficients are kept.
                     values.extend((0..self.count).map(|i| switch(sub(b[i], c[i]), p.log_q0)));
@@ -180,38 +165,36 @@ impl Batch {
             })
             .collect()
     }
+}
 
-    /// Σ_j P̂_{k,j} ⊙ rows_j for every k (NTT domain, ℓ rows of D), rows in the kernel's layout.
-    fn products(&self, rows: &[u64]) -> Vec<u64> {
-        let p = self.params;
-        let mut out = vec![0u64; p.ell * p.batch];
-        for b in 0..p.batch / LANES {
-            let key_block = &rows[b * p.n * LANES..][..p.n * LANES];
-            kernel(
-                self.plaintext_block(b),
-                key_block,
-                p.n,
-                p.ell,
-                b,
-                p.batch,
-                &mut out,
-            );
+/// Σ_j P_{k,j}·rows_j for every k, in coefficients (ℓ rows of D), for each of `sets` (n rows in
+/// the kernel's layout: a key, or the common reference string). Block by block, so that a block
+/// of the shared plaintexts is read from memory once for all the sets (it stays in L2 while
+/// their blocks stream).
+fn products(p: &LightParams, plaintexts: &[u64], sets: &[&[u64]]) -> Vec<Vec<u64>> {
+    let (d, ell) = (p.batch, p.ell);
+    let rows = p.n + ell - 1;
+    let mut sums = vec![vec![0u64; ell * d]; sets.len()];
+    for b in 0..d / LANES {
+        let plain = &plaintexts[b * rows * LANES..][..rows * LANES];
+        for (set, out) in sets.iter().zip(sums.iter_mut()) {
+            let block = &set[b * p.n * LANES..][..p.n * LANES];
+            kernel(plain, block, p.n, ell, b, d, out);
         }
-        out
     }
-
-    fn plaintext_block(&self, b: usize) -> &[u64] {
-        let rows = self.params.n + self.params.ell - 1;
-        &self.plaintexts[b * rows * LANES..][..rows * LANES]
+    let ntt = Ntt::of(d);
+    for s in &mut sums {
+        for c in s.chunks_exact_mut(d) {
+            ntt.inv(c);
+        }
     }
+    sums
 }
 
 /// The products of one block: out[k·D + b·W + w] = Σ_j E[j+ℓ−1−k][w] · key[j][w] mod Q.
 ///
-/// Lane by lane, sixteen j at a time: the ℓ sums of one lane stay in registers as `u128` (16
-/// products of residues below 2^62 and a reduced sum stay below 2^128), and for ℓ = 2 the
-/// plaintext E[j+1] that output 0 uses at j is the one output 1 uses at j + 1, so each step loads
-/// one key residue and one plaintext residue.
+/// Sixteen j at a time over all W lanes: the 2·W sums are `u128` (16 products of residues
+/// below 2^62 and a reduced sum stay below 2^128), reduced once per sixteen.
 fn kernel(
     plain: &[u64],
     key: &[u64],
@@ -249,16 +232,6 @@ fn kernel(
 
 /// Rows gathered and transformed together by [`Batch::prepare`].
 const TILE: usize = 64;
-
-/// Row `m` (natural layout, D residues) into the blocks of a `rows`-row blocked array.
-fn scatter(blocked: &mut [u64], rows: usize, m: usize, row: &[u64]) {
-    for (block, src) in blocked
-        .chunks_exact_mut(rows * LANES)
-        .zip(row.chunks_exact(LANES))
-    {
-        block[m * LANES..][..LANES].copy_from_slice(src);
-    }
-}
 
 /// Products added before a reduction.
 const STEP: usize = 16;

@@ -9,10 +9,10 @@ use omr_core::codec::pack_bits;
 use omr_core::OmrError;
 use rand::RngCore;
 
-use crate::codec::{open, write_header, Kind, HEADER_LEN};
+use crate::codec::{open, write_header, Kind};
 use crate::keys::Address;
 use crate::params::{LightParams, OMR_LIGHT_V1};
-use crate::ring::exact_product;
+use crate::ring::{centre_bits, exact_product};
 use crate::sample::cbd1;
 
 /// A clue as the server stores it: a′ rounded (`a_bits` bits each) and b′'s first ℓ coefficients.
@@ -79,13 +79,7 @@ fn round_half_even(x: i64, shift: u32) -> i64 {
 
 /// The centred representative of v mod t.
 pub(crate) fn centre(v: i64, p: &LightParams) -> i64 {
-    let t = p.t() as i64;
-    let v = v.rem_euclid(t);
-    if v >= t / 2 {
-        v - t
-    } else {
-        v
-    }
+    centre_bits(v, p.log_t)
 }
 
 impl Clue {
@@ -135,10 +129,5 @@ impl Clue {
             .collect();
         r.finish()?;
         Ok(Clue { params: p, a, b })
-    }
-
-    /// Bytes of an encoded clue of the set.
-    pub fn encoded_len(p: &LightParams) -> usize {
-        HEADER_LEN + p.clue_body_bytes()
     }
 }

@@ -47,34 +47,10 @@ pub(crate) fn open(
     limit: usize,
 ) -> Result<(Reader<'_>, &'static LightParams), OmrError> {
     let what = kind.name();
-    if buf.len() > limit {
-        return Err(OmrError::TooLarge {
-            what,
-            got: buf.len(),
-            limit,
-        });
-    }
-    if buf.len() < HEADER_LEN {
-        return Err(OmrError::malformed(what, "shorter than the header"));
-    }
-    if &buf[..3] != MAGIC {
-        return Err(OmrError::malformed(what, "bad magic (not an OMR encoding)"));
-    }
-    if buf[3] != kind as u8 {
-        return Err(OmrError::malformed(
-            what,
-            format!("holds kind {}, not a {what}", buf[3]),
-        ));
-    }
-    if buf[4] != VERSION {
-        return Err(OmrError::malformed(
-            what,
-            format!("unsupported version {}", buf[4]),
-        ));
-    }
-    let params = match LightParams::by_id(buf[5]) {
+    let (reader, _, id) = Reader::open_header(buf, kind as u8, what, limit, &[VERSION])?;
+    let params = match LightParams::by_id(id) {
         Some(p) => p,
-        None => match ParamSet::by_id(buf[5]) {
+        None => match ParamSet::by_id(id) {
             // A TFHE set's id: name both sets.
             Ok(tfhe) => {
                 return Err(OmrError::ParamMismatch {
@@ -83,17 +59,8 @@ pub(crate) fn open(
                     expected: crate::params::OMR_LIGHT_V1.name,
                 })
             }
-            Err(_) => return Err(OmrError::UnknownParamSet(format!("id {}", buf[5]))),
+            Err(e) => return Err(e),
         },
     };
-    Ok((Reader::raw(&buf[HEADER_LEN..], what), params))
-}
-
-/// The set an encoding names, by its header alone (any kind); `None` when it is not a light
-/// encoding.
-pub fn params_of(buf: &[u8]) -> Option<&'static LightParams> {
-    if buf.len() < HEADER_LEN || &buf[..3] != MAGIC || buf[3] < 16 {
-        return None;
-    }
-    LightParams::by_id(buf[5])
+    Ok((reader, params))
 }

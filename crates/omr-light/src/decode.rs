@@ -4,7 +4,7 @@
 use crate::clue::{centre, Clue};
 use crate::digest::{Digest, DigestPart};
 use crate::keys::SecretKey;
-use crate::ring::{centered, lift, Ntt};
+use crate::ring::{centered, centre_bits, lift, Ntt};
 
 impl SecretKey {
     /// The phases of one batch: for output k and message i, (c0·2^(q1−q0) + c1·S) mod 2^q1,
@@ -15,16 +15,12 @@ impl SecretKey {
         let count = part.own.count;
         let ntt = Ntt::of(d);
         let mask = (1u64 << p.log_q1) - 1;
-        let half = 1i64 << (p.log_q1 - 1);
         let mut out = Vec::with_capacity(p.ell * count);
         for k in 0..p.ell {
             // c1 centred is below 2^32 and S is ternary: |c1·S| < 2^44, exact modulo Q.
             let mut c1: Vec<u64> = part.shared.values[k * d..][..d]
                 .iter()
-                .map(|&v| {
-                    let v = v as i64;
-                    lift(if v >= half { v - 2 * half } else { v })
-                })
+                .map(|&v| lift(centre_bits(v as i64, p.log_q1)))
                 .collect();
             ntt.fwd(&mut c1);
             ntt.mul_assign(&mut c1, &self.s_big_ntt);

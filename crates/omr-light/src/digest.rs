@@ -23,12 +23,6 @@ pub struct BatchDigest {
 }
 
 impl SharedHalf {
-    pub(crate) fn empty(p: &LightParams) -> SharedHalf {
-        SharedHalf {
-            values: vec![0; p.ell * p.batch],
-        }
-    }
-
     pub(crate) fn from_values(p: &LightParams, values: Vec<u64>) -> SharedHalf {
         debug_assert_eq!(values.len(), p.ell * p.batch);
         SharedHalf { values }
@@ -101,6 +95,12 @@ pub struct Digest {
     pub parts: Vec<DigestPart>,
 }
 
+/// Bytes of one batch of `count` messages in an encoded digest: its first index (u64), its count
+/// (u32) and both halves.
+fn part_encoded_len(p: &LightParams, count: usize) -> usize {
+    12 + BatchDigest::encoded_len(p, count) + SharedHalf::encoded_len(p)
+}
+
 /// The most batches one encoded digest may hold (2^16 batches, 2^28 messages).
 pub const MAX_DIGEST_BATCHES: usize = 1 << 16;
 
@@ -111,6 +111,16 @@ impl Digest {
 
     pub fn params(&self) -> &'static LightParams {
         self.params
+    }
+
+    /// Bytes of an encoded digest whose batches hold `counts` messages.
+    pub fn encoded_len(p: &LightParams, counts: &[usize]) -> usize {
+        HEADER_LEN
+            + 4
+            + counts
+                .iter()
+                .map(|&c| part_encoded_len(p, c))
+                .sum::<usize>()
     }
 
     /// Board messages it covers.
@@ -136,7 +146,7 @@ impl Digest {
     /// anything is allocated for it.
     pub fn from_bytes(bytes: &[u8]) -> Result<Digest, OmrError> {
         let p = &OMR_LIGHT_V1;
-        let per_batch = 12 + BatchDigest::encoded_len(p, p.batch) + SharedHalf::encoded_len(p);
+        let per_batch = part_encoded_len(p, p.batch);
         let limit = HEADER_LEN + 4 + MAX_DIGEST_BATCHES * per_batch;
         let (mut r, p) = open(bytes, Kind::Digest, limit)?;
         let batches = r.u32()? as usize;

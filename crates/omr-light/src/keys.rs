@@ -14,7 +14,7 @@ use rand::RngCore;
 
 use crate::codec::{open, write_header, Kind, HEADER_LEN};
 use crate::params::LightParams;
-use crate::ring::{add, lift, mul, sub, Ntt};
+use crate::ring::{add, centre_bits, lift, mul, sub, Ntt};
 use crate::sample::{cbd1, crs_row, stream, uniform_bits};
 
 /// Lanes of one block of the expanded key and of a prepared batch: the kernel keeps 2·ℓ·W
@@ -180,17 +180,9 @@ impl SecretKey {
 /// a ∈ R_t from its seed, as centred integers.
 pub(crate) fn expand_a(p: &LightParams, seed: &[u8; 32]) -> Vec<i64> {
     let mut rng = stream(seed, 0);
-    let half = (p.t() / 2) as i64;
     uniform_bits(&mut rng, p.n, p.log_t)
         .into_iter()
-        .map(|v| {
-            let v = i64::from(v);
-            if v >= half {
-                v - 2 * half
-            } else {
-                v
-            }
-        })
+        .map(|v| centre_bits(i64::from(v), p.log_t))
         .collect()
 }
 
@@ -297,11 +289,18 @@ pub(crate) fn read_residues(
 /// Rows of `width` residues (row-major, `rows` of them) into blocks of [`LANES`] columns.
 pub(crate) fn to_blocks(rows_data: &[u64], rows: usize, width: usize) -> Vec<u64> {
     let mut out = vec![0u64; rows * width];
-    for (b, block) in out.chunks_exact_mut(rows * LANES).enumerate() {
-        for (j, dst) in block.chunks_exact_mut(LANES).enumerate() {
-            let src = &rows_data[j * width + b * LANES..][..LANES];
-            dst.copy_from_slice(src);
-        }
+    for (m, row) in rows_data.chunks_exact(width).enumerate() {
+        scatter(&mut out, rows, m, row);
     }
     out
+}
+
+/// Row `m` (natural layout, D residues) into the blocks of a `rows`-row blocked array.
+pub(crate) fn scatter(blocked: &mut [u64], rows: usize, m: usize, row: &[u64]) {
+    for (block, src) in blocked
+        .chunks_exact_mut(rows * LANES)
+        .zip(row.chunks_exact(LANES))
+    {
+        block[m * LANES..][..LANES].copy_from_slice(src);
+    }
 }

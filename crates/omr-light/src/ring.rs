@@ -92,6 +92,18 @@ pub(crate) fn mul(a: u64, b: u64) -> u64 {
     reduce128(a as u128 * b as u128)
 }
 
+/// The representative of v mod 2^bits in [−2^(bits−1), 2^(bits−1)).
+#[inline(always)]
+pub(crate) fn centre_bits(v: i64, bits: u32) -> i64 {
+    let m = 1i64 << bits;
+    let v = v.rem_euclid(m);
+    if v >= m / 2 {
+        v - m
+    } else {
+        v
+    }
+}
+
 /// A small signed integer as a residue mod Q.
 #[inline(always)]
 pub(crate) fn lift(v: i64) -> u64 {

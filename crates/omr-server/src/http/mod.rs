@@ -122,7 +122,11 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 /// writes a `u64` as `format: int64, minimum: 0`, but the server takes values up to 2^64 − 1
 /// (and a `u32` up to 2^32 − 1), so those become `uint64` / `uint32` with their maximum.
 pub fn openapi_json() -> serde_json::Value {
-    let mut doc = serde_json::to_value(openapi_document()).expect("the OpenAPI document encodes");
+    served_document(&openapi_document())
+}
+
+fn served_document(document: &utoipa::openapi::OpenApi) -> serde_json::Value {
+    let mut doc = serde_json::to_value(document).expect("the OpenAPI document encodes");
     declare_unsigned(&mut doc);
     doc
 }
@@ -162,9 +166,12 @@ pub fn router(state: Arc<HttpState>) -> Router {
     let Routes {
         api,
         long_poll,
-        document: _,
+        document,
     } = routes();
-    let api = api.route("/openapi.json", get(about::openapi(&openapi_json())));
+    let api = api.route(
+        "/openapi.json",
+        get(about::openapi(&served_document(&document))),
+    );
     let overload =
         overload::Overload::new(state.config.max_concurrent_requests, state.metrics.clone());
     let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
