@@ -21,7 +21,11 @@ pub struct MessageIn {
     /// length-prefixed tag `omr-postage-v1`, parameter set name, clue bytes, payload bytes and
     /// this nonce (8 bytes little-endian) must have `postage_bits` leading zero bits. Leave it
     /// out when `postage_bits` is 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "integral::option"
+    )]
     pub nonce: Option<u64>,
     /// Base64 of the attachment (at most `max_attachment_bytes`; sealed by the sender), fetched
     /// by recipients through PIR once its epoch closes. With postage, the stamp covers it.
@@ -185,18 +189,31 @@ pub struct KeyStatus {
     pub eta_secs: Option<u64>,
 }
 
+/// The longest invite expiry, 100 years of 365 days, in seconds (the schema of
+/// [`NewInvite::expires_secs`] states it as a literal: a test checks they agree).
+pub const MAX_INVITE_EXPIRY_SECS: u64 = 100 * 365 * 24 * 3600;
+
 /// `POST /v1/admin/invites`: mint an invite code (admin token required).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewInvite {
     /// Registrations the code admits (default 1, at least 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "integral::option"
+    )]
     #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub uses: Option<u32>,
-    /// Seconds from now until the code expires (default: never; at least 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
+    /// Seconds from now until the code expires (default: never; 1 to 100 years,
+    /// [`MAX_INVITE_EXPIRY_SECS`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "integral::option"
+    )]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 3_153_600_000_u64))]
     pub expires_secs: Option<u64>,
 }
 
@@ -278,5 +295,68 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(p.postage_bits, 0);
+    }
+}
+
+/// JSON integers as JSON Schema counts them: `5` and also `5.0` (a number with no fractional
+/// part is an integer to the schema the OpenAPI document states; Python's `json.dumps(5.0)`
+/// writes it), refused where fractional, negative or out of the field's range.
+mod integral {
+    use serde::de::{Deserializer, Error};
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Int(u64),
+        Float(f64),
+    }
+
+    pub fn option<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: TryFrom<u64>,
+    {
+        let Some(n) = Option::<Number>::deserialize(d)? else {
+            return Ok(None);
+        };
+        let whole = match n {
+            Number::Int(i) => i,
+            // 2^64 is the first float past u64::MAX.
+            Number::Float(f)
+                if f.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&f) =>
+            {
+                f as u64
+            }
+            Number::Float(f) => {
+                return Err(D::Error::custom(format!(
+                    "expected a non-negative integer, not {f}"
+                )))
+            }
+        };
+        T::try_from(whole)
+            .map(Some)
+            .map_err(|_| D::Error::custom(format!("{whole} is out of range")))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::super::NewInvite;
+
+        #[test]
+        fn integral_floats_are_integers_and_fractions_are_not() {
+            let parse = |s: &str| serde_json::from_str::<NewInvite>(s);
+            assert_eq!(parse(r#"{"uses": 3.0}"#).unwrap().uses, Some(3));
+            assert_eq!(parse(r#"{"uses": 3}"#).unwrap().uses, Some(3));
+            assert_eq!(parse(r#"{"uses": null}"#).unwrap().uses, None);
+            assert!(parse(r#"{"uses": 3.5}"#).is_err());
+            assert!(parse(r#"{"uses": -1}"#).is_err());
+            assert!(parse(r#"{"uses": 4294967296}"#).is_err());
+            assert!(parse(r#"{"uses": "3"}"#).is_err());
+            assert_eq!(
+                parse(r#"{"expires_secs": 1e3}"#).unwrap().expires_secs,
+                Some(1000)
+            );
+        }
     }
 }

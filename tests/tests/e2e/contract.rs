@@ -184,18 +184,38 @@ async fn reflection_answers_v1_and_v1alpha_clients() {
     let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
     assert!(names.iter().any(|n| n == "omr.v1.Detector"), "{names:?}");
 
+    // v1: an unknown symbol is an error answer inside the stream, and the stream goes on to
+    // answer the next request.
     let mut current = v1::server_reflection_client::ServerReflectionClient::new(channel);
-    let request = v1::ServerReflectionRequest {
+    let ask = |symbol: &str| v1::ServerReflectionRequest {
         host: String::new(),
-        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
-            String::new(),
-        )),
+        message_request: Some(
+            v1::server_reflection_request::MessageRequest::FileContainingSymbol(symbol.into()),
+        ),
     };
     let mut answers = current
-        .server_reflection_info(tokio_stream::iter([request]))
+        .server_reflection_info(tokio_stream::iter([
+            ask("omr.v1.NoSuchThing"),
+            ask("omr.v1.Detector"),
+        ]))
         .await
         .unwrap()
         .into_inner();
-    assert!(answers.message().await.unwrap().is_some());
+    let unknown = answers.message().await.unwrap().expect("an answer");
+    let Some(v1::server_reflection_response::MessageResponse::ErrorResponse(e)) =
+        unknown.message_response
+    else {
+        panic!("not an error answer: {unknown:?}");
+    };
+    assert_eq!(e.error_code, tonic::Code::NotFound as i32);
+    assert!(e.error_message.contains("omr.v1.NoSuchThing"), "{e:?}");
+    let known = answers.message().await.unwrap().expect("a second answer");
+    let Some(v1::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
+        known.message_response
+    else {
+        panic!("not a file: {known:?}");
+    };
+    assert!(!files.file_descriptor_proto.is_empty());
+    assert!(answers.message().await.unwrap().is_none());
     s.stop().await;
 }

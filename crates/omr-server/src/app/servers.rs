@@ -11,7 +11,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::connections::ConnectionLimit;
-use crate::grpc::{grpc_incoming, DeadlineLayer, DetectorService, MAX_MESSAGE_BYTES};
+use crate::grpc::{
+    grpc_incoming, reflection_v1, reflection_v1alpha, DeadlineLayer, DetectorService,
+    ReflectionIndex, MAX_MESSAGE_BYTES,
+};
 use crate::http::HttpState;
 use crate::state::ApiState;
 use crate::tls::Tls;
@@ -59,14 +62,16 @@ pub(super) async fn serve_grpc(
         .set_serving::<DetectorServer<DetectorService>>()
         .await;
     // Reflection v1, and v1alpha for the clients that still ask only for it (grpcio-reflection's
-    // descriptor database, older grpcurl, Postman).
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(omr_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-    };
-    let (reflection, reflection_v1alpha) =
-        (reflection().build_v1()?, reflection().build_v1alpha()?);
+    // descriptor database, older grpcurl, Postman); an unknown name is an error answer inside
+    // the stream.
+    let index = ReflectionIndex::new(&[
+        omr_proto::FILE_DESCRIPTOR_SET,
+        tonic_health::pb::FILE_DESCRIPTOR_SET,
+    ])?;
+    let reflection =
+        reflection_v1::ServerReflectionServer::new(reflection_v1::Reflection(index.clone()));
+    let reflection_v1alpha =
+        reflection_v1alpha::ServerReflectionServer::new(reflection_v1alpha::Reflection(index));
     let detector = DetectorServer::new(DetectorService::new(state.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     let c = cancel.clone();

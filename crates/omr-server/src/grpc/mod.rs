@@ -2,13 +2,15 @@
 //! proto messages to the service core (`crate::service`), and nothing else. The streamed key
 //! upload is framed here (header first, then chunks, within `key_upload_timeout_secs`) and
 //! admitted and stored by `service::registry`; `pir` serves attachment epochs, `deadline` the
-//! request timeout, `incoming` the listener's permitted connections, `error` maps a service
-//! error to a status.
+//! request timeout (and the transport's own refusals' codes), `incoming` the listener's permitted
+//! connections, `error` maps a service error to a status, `reflection` serves reflection v1 and
+//! v1alpha.
 
 mod deadline;
 mod error;
 mod incoming;
 mod pir;
+mod reflection;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +38,9 @@ pub use crate::service::registry::check_header;
 pub use deadline::DeadlineLayer;
 pub use error::{grpc_code, GRPC_ERROR_CODE};
 pub use incoming::{grpc_incoming, Limited};
+pub use reflection::{
+    v1 as reflection_v1, v1alpha as reflection_v1alpha, Index as ReflectionIndex,
+};
 
 /// The service implementation.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use axum::Json;
 use omr_api::http::{CreatedInvite, ErrorBody, NewInvite};
 use omr_api::ErrorCode;
 
-use super::body::read_body;
+use super::body::{read_body, Object};
 use super::HttpState;
 use crate::error::ServiceError;
 
@@ -21,7 +21,7 @@ const ADMIN_BODY_LIMIT: usize = 4 * 1024;
 /// Mint an invite code for `registration = "invite"`.
 #[utoipa::path(
     post, tag = "admin", path = "/v1/admin/invites",
-    request_body(content = Option<NewInvite>, content_type = "application/json", description = "JSON; an empty body means one use, no expiry"),
+    request_body(content = Option<NewInvite>, content_type = "application/json", description = "JSON; an empty body (or `null`) means one use, no expiry"),
     responses(
         (status = 201, body = CreatedInvite, description = "Minted; the code is shown only here"),
         (status = 400, body = ErrorBody, description = "Malformed JSON, uses or expiry out of range (`malformed_json`)"),
@@ -41,12 +41,15 @@ pub(super) async fn create_invite(
     let request: NewInvite = if bytes.iter().all(u8::is_ascii_whitespace) {
         NewInvite::default()
     } else {
-        serde_json::from_slice(&bytes).map_err(|e| {
-            ServiceError::new(
-                ErrorCode::MalformedJson,
-                format!("expected {{\"uses\": N, \"expires_secs\": S}} (both optional): {e}"),
-            )
-        })?
+        // JSON `null` is the document's "no body" too (the body is optional).
+        serde_json::from_slice::<Option<Object<NewInvite>>>(&bytes)
+            .map(|o| o.map(|o| o.0).unwrap_or_default())
+            .map_err(|e| {
+                ServiceError::new(
+                    ErrorCode::MalformedJson,
+                    format!("expected {{\"uses\": N, \"expires_secs\": S}} (both optional): {e}"),
+                )
+            })?
     };
     let expires = request.expires_secs.map(std::time::Duration::from_secs);
     let created =

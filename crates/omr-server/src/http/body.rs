@@ -92,7 +92,7 @@ pub(super) async fn read_body(
 pub fn message(rules: Rules, kind: BodyKind, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
     match kind {
         BodyKind::Json => {
-            let m: MessageIn = serde_json::from_slice(bytes)
+            let Object(m) = serde_json::from_slice::<Object<MessageIn>>(bytes)
                 .map_err(|e| ServiceError::new(ErrorCode::MalformedJson, e.to_string()))?;
             from_json(rules, &m)
         }
@@ -202,7 +202,7 @@ impl<'de> Visitor<'de> for BoundedMessages<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut out = Vec::new();
-        while let Some(m) = seq.next_element::<MessageIn>()? {
+        while let Some(Object(m)) = seq.next_element::<Object<MessageIn>>()? {
             if out.len() == self.0 {
                 self.1.set(true);
                 return Err(de::Error::custom("too many messages"));
@@ -214,6 +214,30 @@ impl<'de> Visitor<'de> for BoundedMessages<'_> {
 }
 
 /// A sequence of (u32 little-endian length, Message encoding).
+/// A `T` read only from a JSON object: serde's derived structs also take an array of the fields
+/// in order (`[clue, payload]`, `[null, null]`), which the documented bodies are not.
+pub(super) struct Object<T>(pub T);
+
+impl<'de, T: de::Deserialize<'de>> de::Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ObjectVisitor(std::marker::PhantomData))
+    }
+}
+
+struct ObjectVisitor<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: de::Deserialize<'de>> Visitor<'de> for ObjectVisitor<T> {
+    type Value = Object<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Object)
+    }
+}
+
 fn batch_from_binary(
     rules: Rules,
     bytes: &[u8],

@@ -21,7 +21,7 @@ use crate::service::digests::{self, BuiltDigest};
     get, tag = "keys", path = "/v1/digests/{key_id}", params(("key_id" = String, Path), DigestQuery),
     responses(
         (status = 200, content_type = "application/octet-stream", description = "The omr-core Digest encoding"),
-        (status = 400, body = ErrorBody, description = "Malformed query (`malformed_query`)"),
+        (status = 400, body = ErrorBody, description = "Malformed query, or `to` not past `from` (`malformed_query`)"),
         (status = 401, body = ErrorBody, description = "No Bearer token"),
         (status = 403, body = ErrorBody, description = "Wrong token"),
         (status = 404, body = ErrorBody, description = "Unknown key"),

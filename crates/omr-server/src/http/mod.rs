@@ -240,4 +240,26 @@ mod tests {
         assert_eq!(route_label("/v1/pir/{epoch}/hint"), "/v1/pir/hint");
         assert_eq!(route_label("/livez"), "/livez");
     }
+
+    #[test]
+    fn the_documented_invite_expiry_bound_is_the_enforced_one() {
+        let doc = super::openapi_json();
+        let bound = &doc["components"]["schemas"]["NewInvite"]["properties"]["expires_secs"];
+        assert_eq!(
+            bound["maximum"].as_u64(),
+            Some(crate::service::invites::MAX_EXPIRY.as_secs()),
+            "{bound}"
+        );
+    }
+
+    #[test]
+    fn json_bodies_are_objects_not_arrays_of_the_fields() {
+        use super::body::Object;
+        use omr_api::http::NewInvite;
+        let parse = |s: &str| serde_json::from_str::<Object<NewInvite>>(s).map(|o| o.0);
+        assert_eq!(parse(r#"{"uses": 2}"#).unwrap().uses, Some(2));
+        assert!(parse("[null, null]").is_err());
+        assert!(parse("[2]").is_err());
+        assert!(parse(r#"{"uses": 2, "other": 1}"#).is_err());
+    }
 }

@@ -80,7 +80,7 @@ pub(super) async fn get_hint(
 #[utoipa::path(
     post, tag = "pir", path = "/v1/pir/{epoch}/query",
     params(("epoch" = u64, Path, description = "The epoch the hint came from")),
-    request_body(content_type = "application/octet-stream", description = "The queries (omr-pir encoding)"),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The queries (omr-pir encoding)"),
     responses(
         (status = 200, content_type = "application/octet-stream", description = "The answer (omr-pir encoding)"),
         (status = 400, body = ErrorBody, description = "The query does not decode or is for another database (`malformed_pir_query`), or the epoch is not an epoch number (`malformed_query`)"),

@@ -16,7 +16,7 @@ use sha2::{Digest as _, Sha256};
 use crate::error::ServiceError;
 
 /// Longest expiry accepted: 100 years (anything longer is "never", which is the default).
-pub const MAX_EXPIRY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+pub const MAX_EXPIRY: Duration = Duration::from_secs(omr_api::http::MAX_INVITE_EXPIRY_SECS);
 
 /// The hash a code is stored and looked up under. A plain SHA-256 is sound here, where it would
 /// not be for a password: a code is 128 bits from the operating system's generator, so its hash
