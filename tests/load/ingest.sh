@@ -4,6 +4,7 @@
 #
 #   tests/load/ingest.sh [sqlite|postgres] [connections] [seconds]
 #   OMR_LOAD_LIMITS=off tests/load/ingest.sh …   # the same with the rate limits off
+#   OMR_LOAD_OMRD=/tmp/omrd-old tests/load/ingest.sh …   # another build of omrd (an A/B)
 #
 # Rate limits stay on at omrd's defaults: omrd trusts 127.0.0.1 as a proxy and each request
 # names one of OMR_LOAD_CLIENTS (default 65536) client addresses in X-Forwarded-For (post.lua),

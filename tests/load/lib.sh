@@ -6,7 +6,8 @@
 #                              # $OMR_LOAD_POSTGRES_URL's server, default the local one)
 #
 # Sets: pid (omrd's), http and grpc (host:port), db and admin (PostgreSQL only).
-# stop_omrd kills it and drops the database. Extra omrd settings come from OMR_* variables.
+# stop_omrd kills it and drops the database. Extra omrd settings come from OMR_* variables;
+# OMR_LOAD_OMRD=PATH runs another omrd binary (an A/B against an older commit's build).
 
 start_omrd() {
   local store="$1" work="$2"
@@ -21,7 +22,7 @@ start_omrd() {
   else
     echo "store: SQLite (WAL, synchronous=FULL) under $work/data"
   fi
-  RUST_LOG=warn target/release/omrd "${args[@]}" 2> "$work/omrd.log" &
+  RUST_LOG=warn "${OMR_LOAD_OMRD:-target/release/omrd}" "${args[@]}" 2> "$work/omrd.log" &
   pid=$!
   for _ in $(seq 1 100); do [ -s "$work/data/omrd.addr" ] && break; sleep 0.1; done
   read -r http grpc < <(python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); print(a["http"], a["grpc"])' "$work/data/omrd.addr")
