@@ -54,6 +54,23 @@ fn crs_blocks(p: &LightParams) -> &'static [u64] {
 impl Batch {
     /// The shared work for `clues` (at most D of them; message i is `clues[i]`).
     pub fn prepare(params: &'static LightParams, clues: &[&Clue]) -> Batch {
+        Batch::prepare_into(params, clues, Vec::new(), Vec::new())
+    }
+
+    /// [`prepare`](Self::prepare), written into the buffers of `spent`, a batch whose keys'
+    /// passes are done: a worker that prepares batch after batch (or the open batch again as
+    /// messages arrive) skips the page faults of a fresh 32 MiB array. Every word of the reused
+    /// buffers is written again, so nothing of `spent` shows in the result.
+    pub fn prepare_reusing(params: &'static LightParams, clues: &[&Clue], spent: Batch) -> Batch {
+        Batch::prepare_into(params, clues, spent.plaintexts, spent.scaled_b)
+    }
+
+    fn prepare_into(
+        params: &'static LightParams,
+        clues: &[&Clue],
+        mut plaintexts: Vec<u64>,
+        mut scaled_b: Vec<u64>,
+    ) -> Batch {
         assert!(clues.len() <= params.batch, "a batch holds at most D clues");
         assert!(
             clues.iter().all(|c| c.params().id == params.id),
@@ -65,8 +82,10 @@ impl Batch {
         // Straight into the kernel's layout: 64 rows at a time are gathered from the clues (each
         // clue's 64 values land in 64 rows at the same position, so the rows' lines stay in
         // cache), transformed, and scattered into their blocks. Building the natural layout
-        // first and then reordering it cost a second 32 MiB of page faults.
-        let mut plaintexts = vec![0u64; rows * d];
+        // first and then reordering it cost a second 32 MiB of page faults. Every word is
+        // written below (rows ℓ−1.. by the scatter, rows ..ℓ−1 by the negation), so a reused
+        // buffer needs no clearing.
+        plaintexts.resize(rows * d, 0);
         let mut tile = vec![0u64; TILE * d];
         for j0 in (0..n).step_by(TILE) {
             let height = TILE.min(n - j0);
@@ -94,7 +113,8 @@ impl Batch {
             }
         }
         let delta = params.delta();
-        let mut scaled_b = vec![0u64; ell * d];
+        scaled_b.clear();
+        scaled_b.resize(ell * d, 0);
         for (i, clue) in clues.iter().enumerate() {
             for k in 0..ell {
                 scaled_b[k * d + i] =

@@ -34,6 +34,19 @@ fn digests(batch: &Batch, first: u64, keys: &[&ExpandedKey]) -> Vec<Digest> {
         .collect()
 }
 
+/// `count` clues: message i to `mine` where `is_mine(i)`, else to `other`.
+fn clues_to(
+    mine: &omr_light::Address,
+    other: &omr_light::Address,
+    count: usize,
+    is_mine: impl Fn(usize) -> bool,
+    rng: &mut ChaCha20Rng,
+) -> Vec<omr_light::Clue> {
+    (0..count)
+        .map(|i| if is_mine(i) { mine } else { other }.clue_with(rng))
+        .collect()
+}
+
 #[test]
 fn three_recipients_find_exactly_their_messages_in_a_full_batch() {
     let mut rng = ChaCha20Rng::seed_from_u64(10);
@@ -88,21 +101,38 @@ fn a_partial_batch_is_decoded_to_its_own_length() {
     let me = key(70);
     let other = key(71).address();
     let mine = me.address();
-    let clues: Vec<_> = (0..100)
-        .map(|i| {
-            if i % 7 == 3 {
-                mine.clue_with(&mut rng)
-            } else {
-                other.clue_with(&mut rng)
-            }
-        })
-        .collect();
+    let clues = clues_to(&mine, &other, 100, |i| i % 7 == 3, &mut rng);
     let refs: Vec<_> = clues.iter().collect();
     let batch = Batch::prepare(P, &refs);
     let digest = &digests(&batch, 0, &[&me.detection_key().expand()])[0];
     assert_eq!(digest.messages(), 100);
     let want: Vec<u64> = (0..100).filter(|i| i % 7 == 3).collect();
     assert_eq!(me.pertinent(digest), want);
+}
+
+#[test]
+fn a_batch_prepared_in_a_spent_one_equals_a_fresh_one() {
+    let mut rng = ChaCha20Rng::seed_from_u64(13);
+    let me = key(75);
+    let (mine, other) = (me.address(), key(76).address());
+    let expanded = me.detection_key().expand();
+    // A full batch of strangers' clues, then, in its buffers, a partial batch of 50 whose
+    // every fifth message is mine: nothing of the first may show in the second.
+    let full: Vec<_> = (0..P.batch).map(|_| other.clue_with(&mut rng)).collect();
+    let part = clues_to(&mine, &other, 50, |i| i % 5 == 0, &mut rng);
+    let spent = Batch::prepare(P, &full.iter().collect::<Vec<_>>());
+    drop(spent.detect(&expanded));
+    let refs: Vec<_> = part.iter().collect();
+    let reused = Batch::prepare_reusing(P, &refs, spent);
+    let fresh = Batch::prepare(P, &refs);
+    assert_eq!(reused.len(), 50);
+    assert_eq!(reused.shared(), fresh.shared());
+    assert_eq!(reused.detect(&expanded), fresh.detect(&expanded));
+    let digest = &digests(&reused, 0, &[&expanded])[0];
+    assert_eq!(
+        me.pertinent(digest),
+        (0..50).filter(|i| i % 5 == 0).collect::<Vec<u64>>()
+    );
 }
 
 #[test]

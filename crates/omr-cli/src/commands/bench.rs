@@ -195,6 +195,9 @@ fn print_light_table(reports: &[serde_json::Value]) {
     row("shared µs/message", &|r| {
         format!("{:.1}", f(r, "shared_us_per_message"))
     });
+    row("  in a spent batch's buffers", &|r| {
+        format!("{:.1}", f(r, "shared_us_per_message_reused"))
+    });
     row("digest B/message", &|r| {
         format!("{:.2}", f(r, "digest_bytes_per_message"))
     });
