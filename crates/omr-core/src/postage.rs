@@ -38,8 +38,14 @@ pub struct Postage {
 impl Postage {
     /// Start the stamp hash of the message (`clue` is the clue's encoding, as posted).
     pub fn new(params: &ParamSet, clue: &[u8], payload: &[u8]) -> Postage {
+        Postage::named(params.name, clue, payload)
+    }
+
+    /// [`Postage::new`] for the set named `set` (of any scheme: omr-light-v1's messages are
+    /// stamped the same way).
+    pub fn named(set: &str, clue: &[u8], payload: &[u8]) -> Postage {
         let mut prefix = Sha256::new();
-        for field in [POSTAGE_TAG, params.name.as_bytes(), clue, payload] {
+        for field in [POSTAGE_TAG, set.as_bytes(), clue, payload] {
             absorb(&mut prefix, field);
         }
         Postage { prefix }

@@ -271,7 +271,53 @@ impl ExpandedKey {
     pub fn from_bytes(bytes: &[u8]) -> Result<ExpandedKey, OmrError> {
         Ok(DetectionKey::from_bytes(bytes)?.expand())
     }
+
+    /// Write the key as a worker's local file: the set's id, then the kernel's layout as
+    /// little-endian words, so that loading it is one read (no unpacking, no re-layout). For a
+    /// server's own disk only: [`DetectionKey::to_bytes`] is the transport encoding.
+    pub fn write_local(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        w.write_all(&[LOCAL_MAGIC, self.params.id])?;
+        let mut buf = Vec::with_capacity(1 << 16);
+        for chunk in self.blocks.chunks(1 << 13) {
+            buf.clear();
+            buf.extend(chunk.iter().flat_map(|v| v.to_le_bytes()));
+            w.write_all(&buf)?;
+        }
+        Ok(())
+    }
+
+    /// Read a file [`write_local`](Self::write_local) wrote for `params`; every word is checked
+    /// to be a residue below Q (a torn or foreign file is refused, not detected with).
+    pub fn read_local(
+        params: &'static LightParams,
+        r: &mut dyn std::io::Read,
+    ) -> Result<ExpandedKey, OmrError> {
+        let bad = |m: String| OmrError::malformed("local detection key file", m);
+        let mut head = [0u8; 2];
+        r.read_exact(&mut head).map_err(|e| bad(e.to_string()))?;
+        if head != [LOCAL_MAGIC, params.id] {
+            return Err(bad(format!("header {head:?} is not {}'s", params.name)));
+        }
+        let words = params.n * params.batch;
+        let mut bytes = vec![0u8; words * 8];
+        r.read_exact(&mut bytes).map_err(|e| bad(e.to_string()))?;
+        let mut extra = [0u8; 1];
+        if r.read(&mut extra).map_err(|e| bad(e.to_string()))? != 0 {
+            return Err(bad("bytes after the key".into()));
+        }
+        let blocks: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        if let Some(i) = blocks.iter().position(|&v| v >= params.q) {
+            return Err(bad(format!("word {i} is not below the modulus")));
+        }
+        Ok(ExpandedKey { params, blocks })
+    }
 }
+
+/// The first byte of a worker's local key file.
+const LOCAL_MAGIC: u8 = 0xb7;
 
 /// `count` packed residues of `q_bits` bits, each checked to be below Q.
 pub(crate) fn read_residues(

@@ -31,6 +31,10 @@ pub struct LightParams {
     pub range: u32,
     /// Whether omrd may run it without being told that it is insecure.
     pub secure: bool,
+    /// The largest payload a message carries (fetched by PIR, not in the digest).
+    pub payload_bytes: usize,
+    /// The most board messages one digest covers (paged beyond).
+    pub max_digest_messages: u64,
 }
 
 /// Q = 2^62 − 2^16 + 1: the largest prime below 2^62 with 2^16 | Q − 1.
@@ -51,6 +55,10 @@ pub const OMR_LIGHT_V1: LightParams = LightParams {
     // (`docs/light/noise.py`): 2^-41.8 at r = 205.
     range: 205,
     secure: true,
+    // The same letters as omr-v1/omr-v2 carry.
+    payload_bytes: 612,
+    // 16 batches, ≈ 983 KB: a sync of 2^16 messages in one call.
+    max_digest_messages: 1 << 16,
 };
 
 impl LightParams {

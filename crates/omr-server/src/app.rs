@@ -69,7 +69,7 @@ pub struct Application {
 impl Application {
     /// Validate the configuration, connect and migrate the store, bind the listeners.
     pub async fn build(config: Config) -> anyhow::Result<Application> {
-        let params = config.validate()?;
+        let set = config.validate()?;
         // Before anything transforms a polynomial: expanded-key files stay valid across runs.
         crate::worker::key_files::pin_fft_plans(&config);
         let admin_token_hash = config.resolve_admin_token()?.map(|t| t.sha256());
@@ -79,8 +79,8 @@ impl Application {
         let metrics = Metrics::new();
         let admission = Admission::new(&config, metrics.clone()).map_err(anyhow::Error::msg)?;
         let store = open_store(&config).await?;
-        param_guard::refuse_other_param_sets(&store, params).await?;
-        tracing::info!(backend = ?store.backend(), param_set = params.name, "store ready, migrations applied");
+        param_guard::refuse_other_param_sets(&store, set).await?;
+        tracing::info!(backend = ?store.backend(), param_set = set.name(), "store ready, migrations applied");
         let http = TcpListener::bind(config.http_addr)
             .await
             .with_context(|| format!("binding HTTP on {}", config.http_addr))?;
@@ -104,11 +104,11 @@ impl Application {
         let worker_health = Arc::new(WorkerHealth::new(Duration::from_secs(
             config.lease_secs.max(1),
         )));
-        let service = Service::new(config, params, store, ingestor, metrics, progress);
+        let service = Service::new(config, set, store, ingestor, metrics, progress);
         // The worker works by the same configuration and epoch rule as the service core.
         let worker = WorkerContext {
             config: service.config.clone(),
-            params,
+            set,
             epochs: service.epochs,
             store: service.store.clone(),
             metrics: service.metrics.clone(),

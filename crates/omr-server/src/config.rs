@@ -230,15 +230,29 @@ impl Config {
 
     /// The start-up checks: the parameter set exists (and is not an insecure one unless
     /// `allow_insecure_params`), `postage_bits` and `max_attachment_bytes` are within their
-    /// maximums, and an attachment epoch fits the PIR database's shape. Returns the set.
-    pub fn validate(&self) -> anyhow::Result<&'static omr_core::ParamSet> {
-        let params = omr_core::ParamSet::by_name(&self.param_set)
-            .with_context(|| format!("parameter set {:?}", self.param_set))?;
-        if params.insecure && !self.allow_insecure_params {
+    /// maximums, an attachment epoch fits the PIR database's shape, and a batch scheme's epoch
+    /// is its batch. Returns the set.
+    pub fn validate(&self) -> anyhow::Result<crate::scheme::Set> {
+        let set = crate::scheme::Set::by_name(&self.param_set).with_context(|| {
+            format!(
+                "parameter set {:?} (known: {})",
+                self.param_set,
+                crate::scheme::Set::names()
+            )
+        })?;
+        if set.insecure() && !self.allow_insecure_params {
             anyhow::bail!(
                 "parameter set {} is insecure (for tests only); refusing to start. \
                  Pass --allow-insecure-params (OMR_ALLOW_INSECURE_PARAMS=true) to override",
-                params.name
+                set.name()
+            );
+        }
+        if let Some(batch) = set.batch().filter(|&b| b != self.epoch_len) {
+            anyhow::bail!(
+                "epoch_len = {} but {} detects in batches of {batch} messages, one batch per \
+                 epoch: set epoch_len = {batch}",
+                self.epoch_len,
+                set.name()
             );
         }
         if self.postage_bits > omr_core::MAX_POSTAGE_BITS {
@@ -262,11 +276,11 @@ impl Config {
             );
         }
         if self.max_attachment_bytes > 0 {
-            (crate::epochs::Epochs::new(self.epoch_len, params))
+            (crate::epochs::Epochs::new(self.epoch_len, set))
                 .attachment_shape(self.max_attachment_bytes)
                 .map_err(anyhow::Error::msg)?;
         }
-        Ok(params)
+        Ok(set)
     }
 
     /// The key memory budget in bytes: `key_memory_bytes`, or half of the memory available to

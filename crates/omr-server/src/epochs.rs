@@ -4,15 +4,17 @@
 //! [`Epochs::attachment_shape`] gives); all of them ask this type, so they agree by
 //! construction.
 
-use omr_core::ParamSet;
 use omr_pir::Shape;
+
+use crate::scheme::Set;
 
 /// The largest `max_attachment_bytes` omrd accepts: a fetch uploads one query per 4 KiB chunk,
 /// each as long as the epoch has chunks, so the upload grows with the square of this.
 pub const MAX_ATTACHMENT_BYTES: usize = 64 * 1024;
 
 /// Board indices per epoch as the server runs it: `epoch_len` clamped to 1 ..= the parameter
-/// set's range M (an accumulator never covers more than M messages).
+/// set's range M (an accumulator never covers more than M messages; omr-light-v1's epoch is its
+/// batch, which `Config::validate` checks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Epochs {
     len: u64,
@@ -20,9 +22,9 @@ pub struct Epochs {
 
 impl Epochs {
     /// The epochs of a server configured with `epoch_len` running `params`.
-    pub fn new(epoch_len: u64, params: &ParamSet) -> Epochs {
+    pub fn new(epoch_len: u64, set: Set) -> Epochs {
         Epochs {
-            len: epoch_len.clamp(1, params.max_range),
+            len: epoch_len.clamp(1, set.max_range()),
         }
     }
 
@@ -77,8 +79,8 @@ impl Epochs {
     }
 
     /// Epochs one digest can sum at most (M messages, plus a first epoch entered mid-way).
-    pub fn per_digest(self, params: &ParamSet) -> u32 {
-        (params.max_range / self.len + 1) as u32
+    pub fn per_digest(self, set: Set) -> u32 {
+        (set.max_range() / self.len + 1) as u32
     }
 }
 
@@ -89,9 +91,9 @@ mod tests {
     #[test]
     fn epochs_are_clamped_to_the_range_and_cut_the_board_evenly() {
         let p = &omr_core::INSECURE_TEST;
-        assert_eq!(Epochs::new(0, p).size(), 1);
-        assert_eq!(Epochs::new(u64::MAX, p).size(), p.max_range);
-        let e = Epochs::new(8, p);
+        assert_eq!(Epochs::new(0, Set::Tfhe(p)).size(), 1);
+        assert_eq!(Epochs::new(u64::MAX, Set::Tfhe(p)).size(), p.max_range);
+        let e = Epochs::new(8, Set::Tfhe(p));
         assert_eq!((e.of(7), e.of(8)), (0, 1));
         assert!(e.is_boundary(16) && !e.is_boundary(17));
         assert_eq!((e.next_boundary(8), e.next_boundary(15)), (16, 16));

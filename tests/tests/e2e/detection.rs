@@ -160,7 +160,7 @@ async fn digests_need_the_right_token_and_deleted_keys_are_gone(db: &TestDb) {
 }
 
 /// `GetDigest` over gRPC with `token`: the header and the streamed bytes.
-async fn grpc_digest(
+pub(crate) async fn grpc_digest(
     api: &RawClient,
     key_id: &str,
     token: &str,

@@ -8,6 +8,7 @@ mod capacity;
 mod contract;
 mod detection;
 mod layers;
+mod light;
 mod limits;
 mod param_sets;
 mod pir_limits;

@@ -104,8 +104,8 @@ fn the_admin_token_comes_from_the_environment_or_a_file_and_is_never_shown() {
 
 #[test]
 fn the_default_configuration_is_valid() {
-    let params = Config::default().validate().unwrap();
-    assert_eq!(params.name, Config::default().param_set);
+    let set = Config::default().validate().unwrap();
+    assert_eq!(set.name(), Config::default().param_set);
 }
 
 #[test]
@@ -118,7 +118,7 @@ fn an_insecure_parameter_set_is_refused_unless_allowed() {
     assert!(err.contains("is insecure"), "{err}");
     assert!(err.contains("--allow-insecure-params"), "{err}");
     c.allow_insecure_params = true;
-    assert_eq!(c.validate().unwrap().name, omr_core::INSECURE_TEST.name);
+    assert_eq!(c.validate().unwrap().name(), omr_core::INSECURE_TEST.name);
 }
 
 #[test]

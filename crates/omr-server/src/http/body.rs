@@ -12,7 +12,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_api::http::MessageIn;
 use omr_api::ErrorCode;
-use omr_core::{validate_payload, Clue, Message};
+use omr_core::Message;
 use omr_store::NewMessage;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -287,11 +287,11 @@ fn from_json(rules: Rules, m: &MessageIn) -> Result<NewMessage, ServiceError> {
             format!("payload is not base64: {e}"),
         )
     })?;
-    let decoded = Clue::from_bytes(&clue).map_err(|e| ServiceError::from_omr("clue", e))?;
-    check_params(rules.params, decoded.params().name)?;
+    let set = (rules.set.clue_set(&clue)).map_err(|e| ServiceError::from_omr("clue", e))?;
+    check_params(rules.set, set)?;
     // Before the attachment is decoded, as `check_message` would (an oversized payload is
     // named first).
-    validate_payload(rules.params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
+    (rules.set.validate_payload(&payload)).map_err(|e| ServiceError::from_omr("payload", e))?;
     let attachment = match &m.attachment {
         None => Vec::new(),
         Some(a) => B64.decode(a.as_bytes()).map_err(|e| {
@@ -307,7 +307,7 @@ fn from_json(rules: Rules, m: &MessageIn) -> Result<NewMessage, ServiceError> {
 /// Decode and validate one binary message (`omr_core::Message` encoding).
 fn from_binary(rules: Rules, bytes: &[u8]) -> Result<NewMessage, ServiceError> {
     let m = Message::from_bytes(bytes).map_err(|e| ServiceError::from_omr("message", e))?;
-    check_params(rules.params, m.params().name)?;
+    check_params(rules.set, m.params().name)?;
     check_message(rules, m.clue.to_bytes(), m.payload, m.attachment, m.nonce)
 }
 

@@ -6,16 +6,22 @@
 //! chosen once from its parameter set; the worker and the digest endpoint dispatch on it once and
 //! are generic below that.
 //!
-//! `tfhe` is the first implementation: omr-v1 and omr-v2 (TFHE functional bootstrapping, one
-//! message at a time, folded into an accumulator per epoch).
+//! `tfhe` is omr-v1 and omr-v2 (TFHE functional bootstrapping, one message at a time, folded
+//! into an accumulator per epoch); `light` is omr-light-v1 (linear detection in batches of 4096,
+//! one batch per epoch, a key's part of the open batch replaced as it grows). [`Set`] is the
+//! parameter set itself, as the request side sees it.
 
+mod light;
+mod set;
 mod tfhe;
 
 use std::io::{Read, Write};
 
-use omr_core::{OmrError, ParamSet};
+use omr_core::OmrError;
 use omr_store::StoredMessage;
 
+pub use light::Light;
+pub use set::Set;
 pub use tfhe::Tfhe;
 
 /// How a scheme's detection runs over the board.
@@ -45,8 +51,6 @@ pub trait DetectionScheme: Clone + Send + Sync + 'static {
     type State: Send + Sync + 'static;
     type DigestKey: Send + Sync + 'static;
 
-    /// The parameter set.
-    fn params(&self) -> &'static ParamSet;
     /// How detection runs over board messages.
     fn detection(&self) -> Detection;
 
@@ -69,9 +73,12 @@ pub trait DetectionScheme: Clone + Send + Sync + 'static {
     // Detection.
     /// A new, empty state starting at board index `start`.
     fn new_state(key: &Self::Key, start: u64) -> Self::State;
-    /// Detect `messages` (consecutive, starting at the state's end) and fold them in. Runs on a
-    /// detection pool.
+    /// Detect `messages` and fold them in: consecutive, starting at the state's end for a
+    /// scheme that detects [`Detection::PerMessage`]; for one that detects
+    /// [`Detection::PerBatch`], every message of the batch so far, from its first index (the
+    /// state is replaced). Runs on a detection pool.
     fn detect_and_fold(
+        &self,
         key: &Self::Key,
         state: Self::State,
         messages: &[StoredMessage],
@@ -100,17 +107,16 @@ pub trait DetectionScheme: Clone + Send + Sync + 'static {
 pub enum Scheme {
     /// omr-v1, omr-v2 and the insecure test set.
     Tfhe(Tfhe),
+    /// omr-light-v1.
+    Light(Light),
 }
 
 impl Scheme {
-    /// The scheme of `params`.
-    pub fn of(params: &'static ParamSet) -> Scheme {
-        Scheme::Tfhe(Tfhe::new(params))
-    }
-
-    pub fn params(&self) -> &'static ParamSet {
-        match self {
-            Scheme::Tfhe(s) => s.params(),
+    /// The scheme of `set`.
+    pub fn of(set: Set) -> Scheme {
+        match set {
+            Set::Tfhe(p) => Scheme::Tfhe(Tfhe::new(p)),
+            Set::Light(p) => Scheme::Light(Light::new(p)),
         }
     }
 
@@ -118,6 +124,7 @@ impl Scheme {
     pub fn accept_key(&self, key: &[u8], limit: usize) -> Result<AcceptedKey, OmrError> {
         match self {
             Scheme::Tfhe(s) => s.accept_key(key, limit),
+            Scheme::Light(s) => s.accept_key(key, limit),
         }
     }
 }

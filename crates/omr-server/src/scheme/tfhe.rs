@@ -32,10 +32,6 @@ impl DetectionScheme for Tfhe {
     type State = Accumulator;
     type DigestKey = DigestKey;
 
-    fn params(&self) -> &'static ParamSet {
-        self.params
-    }
-
     fn detection(&self) -> Detection {
         Detection::PerMessage
     }
@@ -74,6 +70,7 @@ impl DetectionScheme for Tfhe {
     }
 
     fn detect_and_fold(
+        &self,
         key: &DetectionKey,
         mut acc: Accumulator,
         messages: &[StoredMessage],

@@ -7,12 +7,12 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_api::http::{BoardMessage, BoardPage};
 use omr_api::ErrorCode;
-use omr_core::{validate_payload, ParamSet, Postage};
 use omr_store::{Appended, NewMessage, StoredMessage};
 
 use super::ingest::IngestError;
 use super::Service;
 use crate::error::ServiceError;
+use crate::scheme::Set;
 
 /// Most board messages one read returns.
 pub const MAX_READ: u32 = 1000;
@@ -21,7 +21,7 @@ pub const MAX_READ: u32 = 1000;
 /// its largest attachment (0: none taken).
 #[derive(Debug, Clone, Copy)]
 pub struct Rules {
-    pub params: &'static ParamSet,
+    pub set: Set,
     pub postage_bits: u32,
     pub max_attachment_bytes: usize,
 }
@@ -30,14 +30,14 @@ impl Rules {
     /// The rules of a running server.
     pub fn of(svc: &Service) -> Self {
         Rules {
-            params: svc.params,
+            set: svc.set,
             postage_bits: svc.config.postage_bits,
             max_attachment_bytes: svc.config.max_attachment_bytes,
         }
     }
 }
 
-/// A message whose clue decoded under `rules.params` (the transport checked that), as stored
+/// A message whose clue decoded under `rules.set` (the transport checked that), as stored
 /// once its payload, attachment and postage stamp pass `rules`.
 pub fn check_message(
     rules: Rules,
@@ -46,7 +46,7 @@ pub fn check_message(
     attachment: Vec<u8>,
     nonce: Option<u64>,
 ) -> Result<NewMessage, ServiceError> {
-    validate_payload(rules.params, &payload).map_err(|e| ServiceError::from_omr("payload", e))?;
+    (rules.set.validate_payload(&payload)).map_err(|e| ServiceError::from_omr("payload", e))?;
     check_attachment(rules, &attachment)?;
     check_postage(rules, &clue, &payload, &attachment, nonce)?;
     Ok(NewMessage {
@@ -86,20 +86,20 @@ fn check_postage(
     if rules.postage_bits == 0 {
         return Ok(());
     }
-    Postage::new(rules.params, clue, payload)
+    (rules.set.postage(clue, payload))
         .with_attachment(attachment)
         .check(rules.postage_bits, nonce)
         .map_err(|e| ServiceError::from_omr("message", e))
 }
 
 /// A clue of the server's parameter set.
-pub fn check_params(params: &ParamSet, got: &str) -> Result<(), ServiceError> {
-    if got != params.name {
+pub fn check_params(set: Set, got: &str) -> Result<(), ServiceError> {
+    if got != set.name() {
         return Err(ServiceError::new(
             ErrorCode::ParamSetMismatch,
             format!(
                 "clue uses parameter set {got}; this server runs {}",
-                params.name
+                set.name()
             ),
         ));
     }

@@ -86,6 +86,7 @@ pub async fn build(
 ) -> Result<BuiltDigest, ServiceError> {
     match &svc.scheme {
         Scheme::Tfhe(s) => build_with(s, svc, meta, from, to).await,
+        Scheme::Light(s) => build_with(s, svc, meta, from, to).await,
     }
 }
 
@@ -151,13 +152,13 @@ async fn plan(
     from: u64,
     to: Option<u64>,
 ) -> Result<Plan, ServiceError> {
-    let limit = svc.epochs.per_digest(svc.params);
+    let limit = svc.epochs.per_digest(svc.set);
     let ranges = svc
         .store
         .accumulator_ranges_from(&meta.key_id, from, limit)
         .await
         .map_err(|e| ServiceError::internal("reading accumulators", e))?;
-    let (epochs, next_from) = digest_run(&ranges, svc.params.max_range, to);
+    let (epochs, next_from) = digest_run(&ranges, svc.set.max_range(), to);
     let (start, end) = match epochs {
         0 => (meta.cursor, meta.cursor),
         n => (ranges[0].0, ranges[n - 1].1),
@@ -194,7 +195,7 @@ async fn assemble<S: DetectionScheme>(
         .collect::<Result<Vec<_>, _>>()
         .map_err(bad("decoding an accumulator"))?;
     let bounds: Vec<(u64, u64)> = states.iter().map(S::range).collect();
-    let (k, _) = digest_run(&bounds, svc.params.max_range, to);
+    let (k, _) = digest_run(&bounds, svc.set.max_range(), to);
     let mut parts = states.into_iter().take(k);
     // Nothing folded at or after `from` yet: an empty digest at the cursor.
     let Some(mut sum) = parts.next() else {

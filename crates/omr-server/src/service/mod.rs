@@ -25,7 +25,6 @@ pub mod status;
 
 use std::sync::Arc;
 
-use omr_core::ParamSet;
 use omr_store::Store;
 
 use crate::config::Config;
@@ -33,7 +32,7 @@ use crate::epochs::Epochs;
 use crate::metrics::Metrics;
 use crate::presence::Presence;
 use crate::progress::KeyProgress;
-use crate::scheme::Scheme;
+use crate::scheme::{Scheme, Set};
 use ingest::Ingestor;
 
 /// What the service core works with: the configuration and its rules, the store, the group
@@ -41,7 +40,7 @@ use ingest::Ingestor;
 #[derive(Debug)]
 pub struct Service {
     pub config: Config,
-    pub params: &'static ParamSet,
+    pub set: Set,
     pub scheme: Scheme,
     pub epochs: Epochs,
     pub store: Store,
@@ -61,20 +60,20 @@ impl Service {
     /// The core over `store`, posting through `ingestor`; `progress` is shared with the worker.
     pub fn new(
         config: Config,
-        params: &'static ParamSet,
+        set: Set,
         store: Store,
         ingestor: Ingestor,
         metrics: Metrics,
         progress: Arc<KeyProgress>,
     ) -> Service {
         Service {
-            scheme: Scheme::of(params),
-            epochs: Epochs::new(config.epoch_len, params),
+            scheme: Scheme::of(set),
+            epochs: Epochs::new(config.epoch_len, set),
             presence: Presence::new(&config),
             pir: pir::PirEpochs::new(config.pir_cached_epochs),
             digests: Default::default(),
             config,
-            params,
+            set,
             store,
             ingestor,
             metrics,

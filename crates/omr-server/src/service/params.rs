@@ -8,13 +8,13 @@ use crate::config::Registration;
 
 /// The parameter set and limits of this server, with the board at `board_head`.
 pub fn params(svc: &Service, board_head: u64) -> Params {
-    let (p, config) = (svc.params, &svc.config);
+    let (set, config) = (svc.set, &svc.config);
     Params {
-        param_set: p.name.to_string(),
-        clue_bytes: p.clue_bytes(),
-        max_payload_bytes: p.payload_bytes,
-        max_kbar: p.max_kbar,
-        max_range: p.max_range,
+        param_set: set.name().to_string(),
+        clue_bytes: set.clue_bytes(),
+        max_payload_bytes: set.payload_bytes(),
+        max_kbar: set.max_kbar(),
+        max_range: set.max_range(),
         max_key_bytes: config.max_key_bytes,
         max_batch_messages: config.max_batch_messages,
         board_head,

@@ -5,7 +5,6 @@
 //! ([`register`]); [`delete`] removes a key. The upload's framing is the transport's (`grpc/`).
 
 use omr_api::{ErrorCode, StartAt};
-use omr_core::ParamSet;
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::RegistrationHeader;
 use omr_store::{NewKey, StoreError};
@@ -13,6 +12,7 @@ use omr_store::{NewKey, StoreError};
 use super::Service;
 use crate::config::Registration;
 use crate::error::ServiceError;
+use crate::scheme::Set;
 
 /// A stored registration: what the recipient is told once.
 #[derive(Debug)]
@@ -36,7 +36,7 @@ pub async fn admit(
     svc: &Service,
     h: &RegistrationHeader,
 ) -> Result<Option<[u8; 32]>, ServiceError> {
-    check_header(h, svc.params, svc.config.max_key_bytes)?;
+    check_header(h, svc.set, svc.config.max_key_bytes)?;
     // An open server ignores any code.
     let invite = match svc.config.registration {
         Registration::Open => None,
@@ -112,7 +112,7 @@ pub async fn register(
     let start = header.start.map_or(StartAt::Now, StartAt::from);
     let new = NewKey {
         key_id: key_id.clone(),
-        param_set: svc.params.name,
+        param_set: svc.set.name(),
         kbar: header.kbar,
         start,
         token_hash,
@@ -160,23 +160,24 @@ pub async fn delete(
 /// at most `max_key_bytes`, before any key byte is read. Public for the decoder fuzz tests.
 pub fn check_header(
     h: &RegistrationHeader,
-    server_params: &'static ParamSet,
+    server: Set,
     max_key_bytes: u64,
 ) -> Result<(), ServiceError> {
     let malformed = |m: String| ServiceError::new(ErrorCode::MalformedUpload, m);
     let mismatch = |m: String| ServiceError::new(ErrorCode::ParamSetMismatch, m);
-    let params = ParamSet::by_name(&h.param_set)
-        .map_err(|_| mismatch(format!("unknown parameter set {:?}", h.param_set)))?;
-    if params != server_params {
-        let (name, ours) = (params.name, server_params.name);
+    let set = Set::by_name(&h.param_set)
+        .ok_or_else(|| mismatch(format!("unknown parameter set {:?}", h.param_set)))?;
+    if set != server {
+        let (name, ours) = (set.name(), server.name());
         return Err(mismatch(format!(
             "parameter set {name} is not this server's ({ours})"
         )));
     }
-    if h.kbar == 0 || h.kbar as usize > params.max_kbar {
+    if h.kbar == 0 || h.kbar as usize > set.max_kbar() {
         return Err(malformed(format!(
             "k̄ = {} is out of range 1..={}",
-            h.kbar, params.max_kbar
+            h.kbar,
+            set.max_kbar()
         )));
     }
     if h.total_bytes == 0 {

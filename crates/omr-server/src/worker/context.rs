@@ -5,7 +5,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use omr_core::ParamSet;
 use omr_store::Store;
 use tokio::sync::Notify;
 
@@ -15,12 +14,13 @@ use crate::epochs::Epochs;
 use crate::health::WorkerHealth;
 use crate::metrics::Metrics;
 use crate::progress::KeyProgress;
+use crate::scheme::Set;
 
 /// The detection worker's (and retention's) context.
 #[derive(Debug)]
 pub struct WorkerContext {
     pub config: Config,
-    pub params: &'static ParamSet,
+    pub set: Set,
     pub epochs: Epochs,
     pub store: Store,
     pub metrics: Metrics,

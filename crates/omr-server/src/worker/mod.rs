@@ -75,6 +75,7 @@ struct Plan {
 pub async fn run(state: Arc<WorkerContext>, scheme: Scheme, cancel: CancellationToken) {
     match scheme {
         Scheme::Tfhe(s) => run_with(state, s, cancel).await,
+        Scheme::Light(s) => run_with(state, s, cancel).await,
     }
 }
 
@@ -231,6 +232,7 @@ impl<S: DetectionScheme> Worker<S> {
         let views = keys
             .iter()
             .map(|k| KeyView {
+                head: self.reach(head, online.contains(&k.key_id)).min(head),
                 key_id: k.key_id.clone(),
                 cursor: self
                     .cache

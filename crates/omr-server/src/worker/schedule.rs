@@ -42,6 +42,16 @@ pub(super) struct KeyView {
     pub(super) online: bool,
     /// Its expanded key is in this worker's memory.
     pub(super) cached: bool,
+    /// How far it may be detected now (below the board head for an offline key of a batch
+    /// scheme: the end of the last full batch).
+    pub(super) head: u64,
+}
+
+impl KeyView {
+    /// Messages it can detect now with the board at `head`.
+    fn behind(&self, head: u64) -> u64 {
+        self.head.min(head).saturating_sub(self.cursor)
+    }
 }
 
 /// What the worker should do next.
@@ -94,8 +104,8 @@ impl Queue {
     /// that caught up or is gone.
     pub(super) fn observe(&mut self, keys: &[KeyView], head: u64, now: Instant) {
         self.waiting_since
-            .retain(|id, _| keys.iter().any(|k| &k.key_id == id && k.cursor < head));
-        for k in keys.iter().filter(|k| k.cursor < head) {
+            .retain(|id, _| keys.iter().any(|k| &k.key_id == id && k.behind(head) > 0));
+        for k in keys.iter().filter(|k| k.behind(head) > 0) {
             self.waiting_since.entry(k.key_id.clone()).or_insert(now);
         }
     }
@@ -116,7 +126,7 @@ impl Queue {
 
     /// The keys with a backlog, first to be served first (online ones, then oldest waiting).
     pub(super) fn order<'a>(&self, keys: &'a [KeyView], head: u64) -> Vec<&'a KeyView> {
-        let mut waiting: Vec<&KeyView> = keys.iter().filter(|k| k.cursor < head).collect();
+        let mut waiting: Vec<&KeyView> = keys.iter().filter(|k| k.behind(head) > 0).collect();
         waiting.sort_by_key(|k| {
             let since = self.waiting_since.get(&k.key_id).copied();
             (!k.online, since, k.key_id.clone())
@@ -129,7 +139,7 @@ impl Queue {
         let mut until: Option<Instant> = None;
         for k in self.order(keys, head) {
             let waited = self.waited(&k.key_id, now).unwrap_or_default();
-            if k.online || k.cached || policy.room || head - k.cursor >= policy.min_batch {
+            if k.online || k.cached || policy.room || k.behind(head) >= policy.min_batch {
                 return Pick::Serve {
                     key_id: k.key_id.clone(),
                     lane: Lane::of(k.online),
@@ -172,9 +182,9 @@ impl Queue {
         let mut out = Vec::new();
         for k in self.order(keys, head) {
             let load = if k.cached { Duration::ZERO } else { costs.load };
-            let own = load + costs.per_message * (head - k.cursor).min(u32::MAX as u64) as u32;
+            let own = load + costs.per_message * k.behind(head).min(u32::MAX as u64) as u32;
             let deferred =
-                !(k.online || k.cached || policy.room) && head - k.cursor < policy.min_batch;
+                !(k.online || k.cached || policy.room) && k.behind(head) < policy.min_batch;
             if deferred {
                 let waited = self.waited(&k.key_id, now).unwrap_or_default();
                 let start = busy.max(policy.max_wait.saturating_sub(waited));
@@ -198,6 +208,7 @@ mod tests {
             cursor,
             online,
             cached,
+            head: u64::MAX,
         }
     }
 

@@ -2,6 +2,10 @@
 //! after its cursor, pick or resume its state), [`Job::run`] (detect and fold on a pool through
 //! the scheme, then commit state and cursor with a compare-and-set) and [`finish`] (wake who
 //! waits, count, keep the state open).
+//!
+//! For a scheme that detects in batches the job reads the batch from its first message (the
+//! state is computed again and replaced, never folded into), and detection stops at `reach`:
+//! the board head for an online key, the last full batch for the others.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,7 +15,7 @@ use omr_store::{ActiveKey, StoreError, StoredAccumulator, StoredMessage};
 use super::cache::{CachedKey, KeyCache};
 use super::pool::{on_pool, Lane};
 use super::WorkerContext;
-use crate::scheme::DetectionScheme;
+use crate::scheme::{Detection, DetectionScheme};
 
 /// What one batch did.
 pub(super) struct Batch {
@@ -28,13 +32,18 @@ impl Batch {
     };
 }
 
-/// Whether `key` has a message to detect (a cheap check before loading it).
+/// Whether `key` has a message below `reach` to detect (a cheap check before loading it).
 pub(super) async fn has_work<S: DetectionScheme>(
     state: &WorkerContext,
     cache: &KeyCache<S>,
     key: &ActiveKey,
+    reach: u64,
 ) -> Result<bool, StoreError> {
-    let batch = read_batch(state, next_index(cache, key), 1).await?;
+    let next = next_index(cache, key);
+    if next >= reach {
+        return Ok(false);
+    }
+    let batch = read_batch(state, next, 1).await?;
     Ok(!batch.is_empty())
 }
 
@@ -46,22 +55,48 @@ pub(super) struct Job<S: DetectionScheme> {
     messages: Vec<StoredMessage>,
     key: Arc<S::Key>,
     state: S::State,
+    scheme: S,
 }
 
-/// `key`'s next batch of at most `limit` messages, none past its epoch's end; None when it has
-/// nothing to detect or is not in memory.
+/// `key`'s next batch of at most `limit` messages, none past its epoch's end or at or past
+/// `reach`; None when it has nothing to detect or is not in memory.
 pub(super) async fn prepare<S: DetectionScheme>(
     ctx: &WorkerContext,
     cache: &mut KeyCache<S>,
     key: &ActiveKey,
     limit: usize,
+    reach: u64,
 ) -> anyhow::Result<Option<Job<S>>> {
     let cursor = next_index(cache, key);
-    let messages = read_batch(ctx, cursor, limit).await?;
-    if messages.is_empty() {
+    let scheme = cache.scheme().clone();
+    let per_batch = matches!(scheme.detection(), Detection::PerBatch { .. });
+    // A batch is detected from its first message, whatever was detected of it before.
+    let from = if per_batch {
+        ctx.epochs.start_of(cursor)
+    } else {
+        cursor
+    };
+    let mut messages = read_batch(ctx, from, limit).await?;
+    messages.retain(|m| m.index < reach);
+    if messages.last().is_none_or(|m| m.index < cursor) {
         return Ok(None);
     }
-    let scheme = cache.scheme().clone();
+    if per_batch {
+        let Some(entry) = cache.touch(&key.key_id) else {
+            return Ok(None);
+        };
+        entry.cursor = cursor;
+        let dk = entry.key.clone();
+        let state = S::new_state(&dk, from);
+        return Ok(Some(Job {
+            key_id: key.key_id.clone(),
+            cursor,
+            messages,
+            key: dk,
+            state,
+            scheme,
+        }));
+    }
     let Some(entry) = cache.touch(&key.key_id) else {
         return Ok(None);
     };
@@ -77,6 +112,7 @@ pub(super) async fn prepare<S: DetectionScheme>(
         messages,
         key: dk,
         state,
+        scheme,
     }))
 }
 
@@ -104,13 +140,16 @@ impl<S: DetectionScheme> Job<S> {
             messages,
             key,
             state,
+            scheme,
         } = self;
-        let count = messages.len();
+        // Messages detected for the first time (a batch scheme detects the batch's earlier ones
+        // again).
+        let count = messages.iter().filter(|m| m.index >= cursor).count();
         let started = Instant::now();
         let hooks = ctx.hooks.clone();
         let folded = on_pool(&pool, move || {
             hooks.before_job(lane);
-            S::detect_and_fold(&key, state, &messages)
+            scheme.detect_and_fold(&key, state, &messages)
         })
         .await??;
         let seconds = started.elapsed().as_secs_f64();

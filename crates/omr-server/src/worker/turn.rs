@@ -73,8 +73,9 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         alongside: bool,
     ) -> anyhow::Result<step::Batch> {
         let pool = self.pools.of(lane).clone();
+        let reach = self.reach(plan.head, plan.online.contains(&key.key_id));
         if !self.cache.contains(&key.key_id) {
-            if !step::has_work(&self.state, &self.cache, key).await? {
+            if !step::has_work(&self.state, &self.cache, key, reach).await? {
                 return Ok(step::Batch::NOTHING);
             }
             let load = (self.cache).begin_load(&self.state, &pool, key, &plan.online);
@@ -86,7 +87,8 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             self.cache.end_load(key, loaded)?;
         }
         let limit = self.batch_limit();
-        let Some(job) = step::prepare(&self.state, &mut self.cache, key, limit).await? else {
+        let Some(job) = step::prepare(&self.state, &mut self.cache, key, limit, reach).await?
+        else {
             return Ok(step::Batch::NOTHING);
         };
         let run = job.run(self.state.clone(), pool, lane);
@@ -130,6 +132,20 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         match self.scheme.detection() {
             Detection::PerMessage => self.state.config.detect_batch.max(1),
             Detection::PerBatch { messages } => messages.max(1),
+        }
+    }
+
+    /// The board index a key's detection may reach with the board at `head`: any, for a scheme
+    /// that detects one message at a time and for an online key (its recipient sees a new
+    /// message within seconds: the open batch is detected again as it grows); the end of the
+    /// last full batch for an offline key of a batch scheme (each batch detected once).
+    pub(super) fn reach(&self, head: u64, online: bool) -> u64 {
+        match self.scheme.detection() {
+            Detection::PerBatch { messages } if !online => {
+                let d = messages.max(1) as u64;
+                head / d * d
+            }
+            _ => u64::MAX,
         }
     }
 

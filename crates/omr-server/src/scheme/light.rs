@@ -1,0 +1,225 @@
+//! omr-light-v1 behind the seam: the uploaded key is validated and, in the worker, laid out for
+//! the kernel; detection runs in batches of D = 4096 messages, one batch per epoch (omrd
+//! refuses any other `epoch_len` for this set). The work every key shares (the batch's NTT'd
+//! plaintexts and the common reference string's half of the digest) is prepared once per batch
+//! and kept in a small cache that every key's pass reads; a key's pass is its half.
+//!
+//! A key's state for an epoch is the digest part of the messages of that batch detected so far.
+//! It is not folded into: when more of the open batch is detected (for an online recipient), the
+//! whole part is computed again from the batch's first message and replaces the stored one, so a
+//! job that ran twice (a crash before its commit) writes the same part. A digest is the parts of
+//! its range, in order.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+
+use omr_core::OmrError;
+use omr_light::{Batch, Clue, Digest, DigestPart, ExpandedKey, LightParams};
+use omr_store::StoredMessage;
+
+use super::{AcceptedKey, Detection, DetectionScheme};
+
+/// Prepared batches kept: the closed batch keys are catching up on and the open one, with room
+/// for one more (32 MiB each).
+const PREPARED_BATCHES: usize = 3;
+
+/// The light scheme for one parameter set, with its cache of prepared batches (shared by the
+/// clones the worker hands to its jobs).
+#[derive(Debug, Clone)]
+pub struct Light {
+    params: &'static LightParams,
+    batches: Arc<Mutex<Prepared>>,
+}
+
+/// Prepared batches by (first index, messages), most recent last, and a spent batch whose
+/// buffers the next preparation reuses.
+#[derive(Debug, Default)]
+struct Prepared {
+    ready: VecDeque<((u64, usize), Arc<Batch>)>,
+    spare: Option<Batch>,
+}
+
+/// A key's digest parts over `[at, end)`: one per batch, each from the batch's first message.
+#[derive(Debug, Clone)]
+pub struct LightState {
+    at: u64,
+    parts: Vec<DigestPart>,
+}
+
+impl Light {
+    pub fn new(params: &'static LightParams) -> Light {
+        Light {
+            params,
+            batches: Arc::default(),
+        }
+    }
+
+    /// The shared work of the batch `messages` (consecutive, from a batch's first index),
+    /// prepared once: a second key asking for the same messages gets the same batch. Two jobs
+    /// asking at once may each prepare it (no thread waits on another's preparation).
+    fn batch(&self, messages: &[StoredMessage]) -> Result<Arc<Batch>, OmrError> {
+        let id = (messages[0].index, messages.len());
+        let spare = {
+            let mut cache = self.batches.lock().expect("prepared batches");
+            if let Some((_, b)) = cache.ready.iter().find(|(k, _)| *k == id) {
+                return Ok(b.clone());
+            }
+            cache.spare.take()
+        };
+        let clues: Vec<Clue> = messages
+            .iter()
+            .map(|m| Clue::from_bytes(&m.clue))
+            .collect::<Result<_, _>>()?;
+        let refs: Vec<&Clue> = clues.iter().collect();
+        let batch = Arc::new(match spare {
+            Some(spent) => Batch::prepare_reusing(self.params, &refs, spent),
+            None => Batch::prepare(self.params, &refs),
+        });
+        let mut cache = self.batches.lock().expect("prepared batches");
+        if !cache.ready.iter().any(|(k, _)| *k == id) {
+            cache.ready.push_back((id, batch.clone()));
+        }
+        while cache.ready.len() > PREPARED_BATCHES {
+            let (_, old) = cache.ready.pop_front().expect("non-empty");
+            // Reused only when no job still reads it.
+            if let Ok(spent) = Arc::try_unwrap(old) {
+                cache.spare = Some(spent);
+            }
+        }
+        Ok(batch)
+    }
+}
+
+impl LightState {
+    fn end(&self) -> u64 {
+        self.parts
+            .last()
+            .map_or(self.at, |p| p.first + p.own.len() as u64)
+    }
+}
+
+impl DetectionScheme for Light {
+    type Key = ExpandedKey;
+    type State = LightState;
+    type DigestKey = ();
+
+    fn detection(&self) -> Detection {
+        Detection::PerBatch {
+            messages: self.params.batch,
+        }
+    }
+
+    fn accept_key(&self, key: &[u8], limit: usize) -> Result<AcceptedKey, OmrError> {
+        if key.len() > limit {
+            return Err(OmrError::malformed(
+                "detection key",
+                format!("{} bytes, at most {limit}", key.len()),
+            ));
+        }
+        let k = omr_light::DetectionKey::from_bytes(key)?;
+        Ok(AcceptedKey {
+            param_set: k.params().name,
+            kbar: 1,
+            digest_key: Vec::new(),
+        })
+    }
+
+    fn expand_key(&self, stored: &[u8]) -> Result<ExpandedKey, OmrError> {
+        ExpandedKey::from_bytes(stored)
+    }
+
+    fn key_memory_bytes(key: &ExpandedKey) -> u64 {
+        key.memory_bytes() as u64
+    }
+
+    fn key_file_len(key: &ExpandedKey) -> u64 {
+        2 + key.memory_bytes() as u64
+    }
+
+    fn write_key_file(key: &ExpandedKey, w: &mut dyn Write) -> std::io::Result<()> {
+        key.write_local(w)
+    }
+
+    fn read_key_file(&self, r: &mut dyn Read) -> Result<ExpandedKey, OmrError> {
+        ExpandedKey::read_local(self.params, r)
+    }
+
+    fn new_state(_key: &ExpandedKey, start: u64) -> LightState {
+        LightState {
+            at: start,
+            parts: Vec::new(),
+        }
+    }
+
+    /// `messages` are the batch's from its first index (the worker reads them so for a batch
+    /// scheme); `state` is replaced, not folded into.
+    fn detect_and_fold(
+        &self,
+        key: &ExpandedKey,
+        _state: LightState,
+        messages: &[StoredMessage],
+    ) -> Result<LightState, OmrError> {
+        let Some(first) = messages.first().map(|m| m.index) else {
+            return Err(OmrError::malformed("batch", "no messages"));
+        };
+        if first % self.params.batch as u64 != 0 || messages.len() > self.params.batch {
+            return Err(OmrError::malformed(
+                "batch",
+                format!("{} messages from index {first}", messages.len()),
+            ));
+        }
+        let batch = self.batch(messages)?;
+        let own = batch.detect(key);
+        Ok(LightState {
+            at: first,
+            parts: vec![DigestPart {
+                first,
+                own,
+                shared: batch.shared().clone(),
+            }],
+        })
+    }
+
+    fn range(state: &LightState) -> (u64, u64) {
+        (state.at, state.end())
+    }
+
+    fn encode_state(state: &LightState) -> Vec<u8> {
+        Digest::new(&omr_light::OMR_LIGHT_V1, state.parts.clone()).to_bytes()
+    }
+
+    fn decode_state(&self, bytes: &[u8]) -> Result<LightState, OmrError> {
+        let d = Digest::from_bytes(bytes)?;
+        let Some(at) = d.parts.first().map(|p| p.first) else {
+            return Err(OmrError::malformed("stored digest part", "no batch"));
+        };
+        Ok(LightState { at, parts: d.parts })
+    }
+
+    fn empty_state(&self, _kbar: usize, at: u64) -> LightState {
+        LightState {
+            at,
+            parts: Vec::new(),
+        }
+    }
+
+    fn merge(state: &mut LightState, next: &LightState) -> Result<(), OmrError> {
+        if next.at != state.end() {
+            return Err(OmrError::malformed(
+                "digest parts",
+                format!("a part at {} after one ending at {}", next.at, state.end()),
+            ));
+        }
+        state.parts.extend(next.parts.iter().cloned());
+        Ok(())
+    }
+
+    fn digest_key(&self, _bytes: &[u8]) -> Result<(), OmrError> {
+        Ok(())
+    }
+
+    fn encode_digest(_key: &(), state: LightState) -> Result<Vec<u8>, OmrError> {
+        Ok(Digest::new(&omr_light::OMR_LIGHT_V1, state.parts).to_bytes())
+    }
+}
