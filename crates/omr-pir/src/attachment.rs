@@ -1,6 +1,9 @@
 //! How omrd lays attachments out as PIR records, shared by the server that builds an epoch's
 //! database and the client that decodes a fetch: the attachment's length (u32 LE), its bytes,
 //! then the database's zero padding (a message without an attachment: all zeros, length 0).
+//!
+//! On omr-light-v1, whose digest carries no payloads, a record is the whole message: its
+//! payload framed, then its attachment framed ([`frame_message`]).
 
 use crate::error::PirError;
 use crate::params::Shape;
@@ -14,6 +17,34 @@ impl Shape {
     pub fn for_attachments(records: usize, max_attachment_bytes: usize) -> Result<Shape, PirError> {
         Shape::for_records(records, max_attachment_bytes + FRAME_BYTES)
     }
+
+    /// The shape of an epoch of `records` messages (omr-light-v1) of at most `max_payload_bytes`
+    /// and `max_attachment_bytes`, each framed ([`frame_message`]).
+    pub fn for_messages(
+        records: usize,
+        max_payload_bytes: usize,
+        max_attachment_bytes: usize,
+    ) -> Result<Shape, PirError> {
+        Shape::for_records(
+            records,
+            2 * FRAME_BYTES + max_payload_bytes + max_attachment_bytes,
+        )
+    }
+}
+
+/// A message as its record: its payload framed, then its attachment framed (none: length 0).
+pub fn frame_message(payload: &[u8], attachment: &[u8]) -> Vec<u8> {
+    let mut record = frame(payload);
+    record.extend_from_slice(&frame(attachment));
+    record
+}
+
+/// The payload and the attachment a record of [`frame_message`] holds; `None` when a length
+/// runs past the record.
+pub fn unframe_message(record: &[u8]) -> Option<(&[u8], &[u8])> {
+    let payload = unframe(record)?;
+    let attachment = unframe(&record[FRAME_BYTES + payload.len()..])?;
+    Some((payload, attachment))
 }
 
 /// `attachment` as the start of its record: its length, then it.
@@ -46,5 +77,25 @@ mod tests {
         assert_eq!(unframe(&[0xFF; 8]), None);
         let shape = Shape::for_attachments(4096, 64 << 10).unwrap();
         assert_eq!((shape.chunks, shape.rows()), (17, 4096));
+    }
+
+    #[test]
+    fn messages_round_trip_and_bad_lengths_are_refused() {
+        let mut record = frame_message(b"letter", b"photo");
+        record.resize(64, 0);
+        assert_eq!(
+            unframe_message(&record),
+            Some((&b"letter"[..], &b"photo"[..]))
+        );
+        let mut plain = frame_message(b"letter", b"");
+        plain.resize(64, 0);
+        assert_eq!(unframe_message(&plain), Some((&b"letter"[..], &[][..])));
+        assert_eq!(unframe_message(&[0; 64]), Some((&[][..], &[][..])));
+        // The payload's length leaves no room for the attachment's frame.
+        let mut short = frame(&[7; 58]);
+        short.resize(64, 0);
+        assert_eq!(unframe_message(&short), None);
+        let shape = Shape::for_messages(4096, 612, 0).unwrap();
+        assert!(shape.record_bytes >= 620, "{shape:?}");
     }
 }

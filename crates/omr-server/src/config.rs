@@ -232,12 +232,12 @@ impl Config {
     /// `allow_insecure_params`), `postage_bits` and `max_attachment_bytes` are within their
     /// maximums, an attachment epoch fits the PIR database's shape, and a batch scheme's epoch
     /// is its batch. Returns the set.
-    pub fn validate(&self) -> anyhow::Result<crate::scheme::Set> {
-        let set = crate::scheme::Set::by_name(&self.param_set).with_context(|| {
+    pub fn validate(&self) -> anyhow::Result<crate::set::Set> {
+        let set = crate::set::Set::by_name(&self.param_set).with_context(|| {
             format!(
                 "parameter set {:?} (known: {})",
                 self.param_set,
-                crate::scheme::Set::names()
+                crate::set::Set::names()
             )
         })?;
         if set.insecure() && !self.allow_insecure_params {
@@ -275,9 +275,9 @@ impl Config {
                 crate::epochs::MAX_ATTACHMENT_BYTES
             );
         }
-        if self.max_attachment_bytes > 0 {
+        if self.max_attachment_bytes > 0 || set.batch().is_some() {
             (crate::epochs::Epochs::new(self.epoch_len, set))
-                .attachment_shape(self.max_attachment_bytes)
+                .pir_shape(set, self.max_attachment_bytes)
                 .map_err(anyhow::Error::msg)?;
         }
         Ok(set)

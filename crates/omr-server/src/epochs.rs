@@ -6,7 +6,7 @@
 
 use omr_pir::Shape;
 
-use crate::scheme::Set;
+use crate::set::Set;
 
 /// The largest `max_attachment_bytes` omrd accepts: a fetch uploads one query per 4 KiB chunk,
 /// each as long as the epoch has chunks, so the upload grows with the square of this.
@@ -76,6 +76,32 @@ impl Epochs {
                  makes no PIR database: {e}"
             )
         })
+    }
+
+    /// The PIR database shape of one epoch of omr-light-v1 messages (payload and attachment
+    /// framed: the digest carries no payloads).
+    pub fn message_shape(
+        self,
+        max_payload_bytes: usize,
+        max_attachment_bytes: usize,
+    ) -> Result<Shape, String> {
+        let epoch_len = self.len;
+        let records = usize::try_from(epoch_len).map_err(|e| e.to_string())?;
+        Shape::for_messages(records, max_payload_bytes, max_attachment_bytes).map_err(|e| {
+            format!(
+                "epoch_len = {epoch_len} with max_attachment_bytes = {max_attachment_bytes} \
+                 makes no PIR database of messages: {e}"
+            )
+        })
+    }
+
+    /// The PIR database shape of one epoch on a server running `set`: its messages for
+    /// omr-light-v1, its attachments otherwise.
+    pub fn pir_shape(self, set: Set, max_attachment_bytes: usize) -> Result<Shape, String> {
+        match set {
+            Set::Light(p) => self.message_shape(p.payload_bytes, max_attachment_bytes),
+            Set::Tfhe(_) => self.attachment_shape(max_attachment_bytes),
+        }
     }
 
     /// Epochs one digest can sum at most (M messages, plus a first epoch entered mid-way).

@@ -31,6 +31,7 @@ pub mod presence;
 pub mod progress;
 pub mod scheme;
 pub mod service;
+pub mod set;
 pub mod state;
 pub mod telemetry;
 pub mod tls;

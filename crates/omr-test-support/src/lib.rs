@@ -31,6 +31,7 @@
 mod backends;
 mod faults;
 mod keys;
+mod light;
 mod omrd;
 mod raw;
 mod seed;
@@ -40,6 +41,7 @@ mod wait;
 
 pub use faults::Faults;
 pub use keys::insecure_keys;
+pub use light::{light_message, LightRecipient};
 pub use omr_store::testing::{TestDb, POSTGRES_URL_VAR};
 pub use omrd::Omrd;
 pub use raw::{with_token, DecodedDigest, RawClient, Recipient};

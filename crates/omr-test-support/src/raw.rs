@@ -248,22 +248,36 @@ impl RawClient {
 
     /// `GET /v1/digests/{key}` (with `?from=` when given) with the recipient's token.
     pub async fn digest(&self, r: &Recipient, from: Option<u64>) -> reqwest::Response {
+        self.digest_of(&r.key_id, &r.token, from).await
+    }
+
+    /// `GET /v1/digests/{key_id}` (with `?from=` when given) with `token`, of either scheme.
+    pub async fn digest_of(
+        &self,
+        key_id: &str,
+        token: &str,
+        from: Option<u64>,
+    ) -> reqwest::Response {
         let query = from.map(|f| format!("?from={f}")).unwrap_or_default();
         self.client
-            .get(self.url(&format!("/v1/digests/{}{query}", r.key_id)))
-            .bearer_auth(&r.token)
+            .get(self.url(&format!("/v1/digests/{key_id}{query}")))
+            .bearer_auth(token)
             .send()
             .await
             .expect("GET /v1/digests")
     }
 
-    /// Poll the recipient's digest until detection has reached the board head (`omr-lag: 0`
-    /// and the range ends at `omr-board-head`), then check that the digest covers the range its
-    /// headers name and decode it. Panics after two minutes.
-    pub async fn caught_up_digest(&self, r: &Recipient, from: Option<u64>) -> DecodedDigest {
-        let what = format!("key {} has detected the whole board", r.key_id);
-        let (start, end, bytes) = wait_for(CATCH_UP, what, || async {
-            let response = self.digest(r, from).await;
+    /// Poll `key_id`'s digest until detection has reached the board head (`omr-lag: 0` and the
+    /// range ends at `omr-board-head`): its range and its bytes. Panics after two minutes.
+    pub async fn caught_up_bytes(
+        &self,
+        key_id: &str,
+        token: &str,
+        from: Option<u64>,
+    ) -> (u64, u64, Vec<u8>) {
+        let what = format!("key {key_id} has detected the whole board");
+        wait_for(CATCH_UP, what, || async {
+            let response = self.digest_of(key_id, token, from).await;
             assert_eq!(response.status(), StatusCode::OK, "GET /v1/digests");
             let header = |name: &str| -> u64 {
                 response.headers()[name]
@@ -275,12 +289,23 @@ impl RawClient {
             let (start, end) = (header("omr-range-start"), header("omr-range-end"));
             let (head, lag) = (header("omr-board-head"), header("omr-lag"));
             if lag == 0 && end == head {
-                Some((start, end, response.bytes().await.expect("digest bytes")))
+                Some((
+                    start,
+                    end,
+                    response.bytes().await.expect("digest bytes").to_vec(),
+                ))
             } else {
                 None
             }
         })
-        .await;
+        .await
+    }
+
+    /// Poll the recipient's digest until detection has reached the board head (`omr-lag: 0`
+    /// and the range ends at `omr-board-head`), then check that the digest covers the range its
+    /// headers name and decode it. Panics after two minutes.
+    pub async fn caught_up_digest(&self, r: &Recipient, from: Option<u64>) -> DecodedDigest {
+        let (start, end, bytes) = self.caught_up_bytes(&r.key_id, &r.token, from).await;
         let digest = Digest::from_bytes(&bytes).expect("the digest decodes");
         assert_eq!((digest.start(), digest.end()), (start, end));
         let messages = r

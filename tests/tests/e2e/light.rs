@@ -2,16 +2,22 @@
 //! unregistered one share a board of 64 messages (the first and the last index among theirs);
 //! each recipient's digest, asked for while the batch is still open, decodes to exactly its
 //! messages. A full batch is detected for a key whose recipient is offline and the next batch's
-//! messages once it comes online. Keys and clues of the other scheme are refused, as are
+//! messages once it comes online; the closed epoch's payloads and an attachment come back
+//! byte-exact by PIR, the same number of queries whatever the recipient has there, and PIR
+//! refuses the open epoch and one past the board. Keys and clues of the other scheme are refused, as are
 //! malformed light clues and keys, and nothing is stored.
 
 use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use omr_light::{Address, Digest, SecretKey, OMR_LIGHT_V1};
+use omr_light::{SecretKey, OMR_LIGHT_V1};
+use omr_pir::attachment::unframe_message;
+use omr_pir::{Answer, Hint};
 use omr_proto::v1::registration_header::Start;
-use omr_test_support::{insecure_keys, test_each_backend, wait_for, RawClient, TestDb, TestServer};
+use omr_test_support::{
+    insecure_keys, light_message, test_each_backend, wait_for, RawClient, TestDb, TestServer,
+};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -24,9 +30,14 @@ test_each_backend!(
 /// How long detection of a batch may take on a slow CI machine.
 const CATCH_UP: Duration = Duration::from_secs(120);
 
+/// PIR queries a recipient makes per epoch it retrieves from, dummies where it has fewer
+/// messages there.
+const QUERIES_PER_EPOCH: usize = 4;
+
 /// An omr-light-v1 server detecting quickly.
 async fn light_server(db: &TestDb) -> TestServer {
     TestServer::start_configured(db, |c| {
+        c.max_attachment_bytes = 1024;
         c.param_set = OMR_LIGHT_V1.name.to_string();
         c.allow_insecure_params = false;
         c.epoch_len = OMR_LIGHT_V1.batch as u64;
@@ -36,101 +47,15 @@ async fn light_server(db: &TestDb) -> TestServer {
     .await
 }
 
-/// A light recipient: its secret key and the server's id and token for it.
-struct LightRecipient {
-    secret: SecretKey,
-    key_id: String,
-    token: String,
-}
-
-/// Register a fresh light key over the gRPC upload stream.
-async fn register(api: &RawClient, secret: SecretKey) -> LightRecipient {
-    let key = secret.detection_key().to_bytes();
-    let requests = omr_proto::registration_stream(
-        OMR_LIGHT_V1.name,
-        1,
-        Start::StartIndex(0),
-        None,
-        key.into(),
-    );
-    let registered = api
-        .detector()
-        .await
-        .register_detection_key(tokio_stream::iter(requests))
-        .await
-        .unwrap_or_else(|e| panic!("register a light key: {e:?}"))
-        .into_inner();
-    LightRecipient {
-        secret,
-        key_id: registered.key_id,
-        token: registered.access_token,
-    }
-}
-
-fn message(to: &Address, payload: &[u8]) -> Value {
-    json!({ "clue": B64.encode(to.clue().to_bytes()), "payload": B64.encode(payload) })
-}
-
-/// Post `messages` in batches of at most 1,000; the index of the first.
-async fn post_all(api: &RawClient, messages: Vec<Value>) -> u64 {
-    let mut first = None;
-    for chunk in messages.chunks(1000) {
-        let (status, body) = api
-            .post_json("/v1/messages/batch", &json!({ "messages": chunk }))
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
-        first.get_or_insert(body["first_index"].as_u64().expect("first_index"));
-    }
-    first.expect("at least one message")
-}
-
-/// The recipient's digest once detection has reached the board head: its range and the board
-/// indices it finds pertinent.
-async fn caught_up(api: &RawClient, r: &LightRecipient) -> (u64, u64, Vec<u64>) {
-    let what = format!("light key {} has detected the whole board", r.key_id);
-    let (start, end, bytes) = wait_for(CATCH_UP, what, || async {
-        let response = api
-            .http()
-            .get(api.url(&format!("/v1/digests/{}", r.key_id)))
-            .bearer_auth(&r.token)
-            .send()
-            .await
-            .expect("GET /v1/digests");
-        assert_eq!(response.status(), StatusCode::OK, "GET /v1/digests");
-        let header = |name: &str| -> u64 {
-            response.headers()[name]
-                .to_str()
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("header {name} is not a number"))
-        };
-        let (start, end) = (header("omr-range-start"), header("omr-range-end"));
-        let (head, lag) = (header("omr-board-head"), header("omr-lag"));
-        if lag == 0 && end == head {
-            Some((start, end, response.bytes().await.expect("digest bytes")))
-        } else {
-            None
-        }
-    })
-    .await;
-    let digest = Digest::from_bytes(&bytes).expect("a light digest decodes");
-    assert_eq!(
-        digest.messages(),
-        end - start,
-        "the digest covers its range"
-    );
-    (start, end, r.secret.pertinent(&digest))
-}
-
 async fn light_digests_are_exact_through_the_service(db: &TestDb) {
     let s = light_server(db).await;
     let api = s.client();
     let params = api.get("/v1/params").await.json::<Value>().await.unwrap();
     assert_eq!(params["param_set"], OMR_LIGHT_V1.name);
     assert_eq!(params["epoch_len"], OMR_LIGHT_V1.batch as u64);
-    let r1 = register(&api, SecretKey::generate(&OMR_LIGHT_V1)).await;
-    let r2 = register(&api, SecretKey::generate(&OMR_LIGHT_V1)).await;
-    let r3 = register(&api, SecretKey::generate(&OMR_LIGHT_V1)).await;
+    let r1 = api.register_light().await;
+    let r2 = api.register_light().await;
+    let r3 = api.register_light().await;
     let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
     let to = |i: u64| match i {
         0 | 21 | 42 | 63 => 1,
@@ -152,19 +77,19 @@ async fn light_digests_are_exact_through_the_service(db: &TestDb) {
         } else {
             format!("light message {i}").into_bytes()
         };
-        messages.push(message(&addresses[to(i)], &payload));
+        messages.push(light_message(&addresses[to(i)], &payload));
         want[to(i)].push(i);
     }
     // The first half, a digest (its recipient is now online), then the rest: the open batch is
     // detected again as it grows.
     let rest = messages.split_off(32);
-    assert_eq!(post_all(&api, messages).await, 0);
-    let (start, end, got) = caught_up(&api, &r1).await;
+    assert_eq!(api.post_all(messages).await, 0);
+    let (start, end, got) = api.light_caught_up(&r1).await;
     assert_eq!((start, end), (0, 32));
     assert_eq!(got, [0, 21]);
-    assert_eq!(post_all(&api, rest).await, 32);
+    assert_eq!(api.post_all(rest).await, 32);
     for (r, want) in [(&r1, &want[1]), (&r2, &want[2]), (&r3, &want[3])] {
-        let (start, end, got) = caught_up(&api, r).await;
+        let (start, end, got) = api.light_caught_up(r).await;
         assert_eq!((start, end), (0, 64));
         assert_eq!(&got, want, "key {}", r.key_id);
     }
@@ -187,10 +112,20 @@ async fn light_digests_are_exact_through_the_service(db: &TestDb) {
 async fn an_offline_key_is_detected_batch_by_batch(db: &TestDb) {
     let s = light_server(db).await;
     let api = s.client();
-    let r = register(&api, SecretKey::generate(&OMR_LIGHT_V1)).await;
+    let r = api.register_light().await;
     let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
     let d = OMR_LIGHT_V1.batch as u64;
     let mine = [5, d - 1, d, d + 2];
+    let payload = |i: u64| -> Vec<u8> {
+        if i == d - 1 {
+            (0..OMR_LIGHT_V1.payload_bytes)
+                .map(|b| (b * 7 + 1) as u8)
+                .collect()
+        } else {
+            format!("m{i}").into_bytes()
+        }
+    };
+    let photo = vec![0x5a; 1000];
     let messages = (0..d + 3)
         .map(|i| {
             let to = if mine.contains(&i) {
@@ -198,10 +133,14 @@ async fn an_offline_key_is_detected_batch_by_batch(db: &TestDb) {
             } else {
                 stranger.clone()
             };
-            message(&to, format!("m{i}").as_bytes())
+            let mut m = light_message(&to, &payload(i));
+            if i == 5 {
+                m["attachment"] = B64.encode(&photo).into();
+            }
+            m
         })
         .collect();
-    post_all(&api, messages).await;
+    api.post_all(messages).await;
     // Never asked for a digest: the full batch is detected, the open one waits for its
     // recipient (or for the batch to fill).
     let lag = format!("omr_key_lag{{key_id=\"{}\"}}", r.key_id);
@@ -209,9 +148,56 @@ async fn an_offline_key_is_detected_batch_by_batch(db: &TestDb) {
         (api.metric(&lag).await == Some(3.0)).then_some(())
     })
     .await;
-    let (start, end, got) = caught_up(&api, &r).await;
+    let (start, end, got) = api.light_caught_up(&r).await;
     assert_eq!((start, end), (0, d + 3));
     assert_eq!(got, mine);
+
+    // The payloads of the closed epoch by PIR: two real queries and two dummies.
+    let records = fetch_by_pir(&api, 0, &[5, d as usize - 1]).await;
+    assert_eq!(records[0], (payload(5), photo));
+    assert_eq!(records[1], (payload(d - 1), Vec::new()));
+    // Epoch 1 is open; epoch 9 is past the board.
+    for (epoch, status, code) in [
+        (1, StatusCode::CONFLICT, "epoch_open"),
+        (9, StatusCode::NOT_FOUND, "unknown_epoch"),
+    ] {
+        let response = api.get(&format!("/v1/pir/{epoch}/hint")).await;
+        assert_eq!(response.status(), status, "epoch {epoch}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["code"], code, "{body}");
+    }
+}
+
+/// Records `wanted` of epoch `epoch` fetched by PIR as (payload, attachment), in
+/// [`QUERIES_PER_EPOCH`] queries whatever their number (the rest are dummies).
+async fn fetch_by_pir(api: &RawClient, epoch: u64, wanted: &[usize]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let response = api.get(&format!("/v1/pir/{epoch}/hint")).await;
+    assert_eq!(response.status(), StatusCode::OK, "GET the hint");
+    let hint = Hint::from_bytes(&response.bytes().await.unwrap()).expect("a hint");
+    let mut rng = rand::rngs::OsRng;
+    let mut out = Vec::new();
+    for slot in 0..QUERIES_PER_EPOCH {
+        let (query, fetch) = match wanted.get(slot) {
+            Some(&record) => hint.query(record, &mut rng).expect("a query"),
+            None => hint.dummy_query(&mut rng),
+        };
+        let response = api
+            .http()
+            .post(api.url(&format!("/v1/pir/{epoch}/query")))
+            .header("content-type", "application/octet-stream")
+            .body(query.to_bytes())
+            .send()
+            .await
+            .expect("POST a PIR query");
+        assert_eq!(response.status(), StatusCode::OK, "a PIR query");
+        let answer = Answer::from_bytes(&response.bytes().await.unwrap()).expect("an answer");
+        if slot < wanted.len() {
+            let record = hint.decode(&fetch, &answer).expect("the answer decodes");
+            let (payload, attachment) = unframe_message(&record).expect("a framed message");
+            out.push((payload.to_vec(), attachment.to_vec()));
+        }
+    }
+    out
 }
 
 async fn keys_and_clues_of_the_other_scheme_are_refused(db: &TestDb) {

@@ -2,7 +2,7 @@
 //! from `omr-v1` to `omr-v2` on a database that still holds omr-v1 keys or messages would accept
 //! them and never detect them (docs/operations.md, "Moving to omr-v2").
 
-use crate::scheme::Set;
+use crate::set::Set;
 use anyhow::bail;
 use omr_store::Store;
 

@@ -157,3 +157,19 @@ fn postage_and_attachments_over_their_maximums_are_refused() {
     c.max_attachment_bytes = 0;
     c.validate().unwrap();
 }
+
+#[test]
+fn omr_light_v1_runs_one_batch_per_epoch() {
+    let mut c = Config {
+        param_set: "omr-light-v1".into(),
+        epoch_len: 1024,
+        ..Config::default()
+    };
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("set epoch_len = 4096"), "{err}");
+    c.epoch_len = 4096;
+    assert_eq!(c.validate().unwrap().name(), "omr-light-v1");
+    c.param_set = "omr-light-v9".into();
+    let err = format!("{:#}", c.validate().unwrap_err());
+    assert!(err.contains("known: omr-v1, omr-v2, omr-light-v1"), "{err}");
+}

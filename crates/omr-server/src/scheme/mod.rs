@@ -8,11 +8,10 @@
 //!
 //! `tfhe` is omr-v1 and omr-v2 (TFHE functional bootstrapping, one message at a time, folded
 //! into an accumulator per epoch); `light` is omr-light-v1 (linear detection in batches of 4096,
-//! one batch per epoch, a key's part of the open batch replaced as it grows). [`Set`] is the
-//! parameter set itself, as the request side sees it.
+//! one batch per epoch, a key's part of the open batch replaced as it grows). The parameter set
+//! itself, as configuration and the request side see it, is `crate::set::Set`.
 
 mod light;
-mod set;
 mod tfhe;
 
 use std::io::{Read, Write};
@@ -21,8 +20,9 @@ use omr_core::OmrError;
 use omr_store::StoredMessage;
 
 pub use light::Light;
-pub use set::Set;
 pub use tfhe::Tfhe;
+
+use crate::set::Set;
 
 /// How a scheme's detection runs over the board.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use omr_store::{Appended, NewMessage, StoredMessage};
 use super::ingest::IngestError;
 use super::Service;
 use crate::error::ServiceError;
-use crate::scheme::Set;
+use crate::set::Set;
 
 /// Most board messages one read returns.
 pub const MAX_READ: u32 = 1000;

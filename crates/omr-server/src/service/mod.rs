@@ -32,7 +32,8 @@ use crate::epochs::Epochs;
 use crate::metrics::Metrics;
 use crate::presence::Presence;
 use crate::progress::KeyProgress;
-use crate::scheme::{Scheme, Set};
+use crate::scheme::Scheme;
+use crate::set::Set;
 use ingest::Ingestor;
 
 /// What the service core works with: the configuration and its rules, the store, the group
@@ -85,6 +86,7 @@ impl Service {
     pub fn pir_serving(&self) -> pir::Serving {
         pir::Serving {
             store: self.store.clone(),
+            set: self.set,
             epochs: self.epochs,
             max_attachment_bytes: self.config.max_attachment_bytes,
             retain_digest_messages: self.config.retain_digest_messages,

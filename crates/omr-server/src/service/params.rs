@@ -22,6 +22,7 @@ pub fn params(svc: &Service, board_head: u64) -> Params {
         invite_required: config.registration == Registration::Invite,
         max_attachment_bytes: config.max_attachment_bytes,
         epoch_len: svc.epochs.size(),
-        pir_params: (config.max_attachment_bytes > 0).then(|| omr_pir::PIR_V1.name.to_string()),
+        pir_params: (config.max_attachment_bytes > 0 || set.batch().is_some())
+            .then(|| omr_pir::PIR_V1.name.to_string()),
     }
 }

@@ -1,7 +1,9 @@
 //! Attachments by PIR: each closed epoch of the board (`epoch_len` indices, aligned like the
 //! accumulators) becomes an `omr-pir` database whose record i is the attachment of board index
 //! `epoch · epoch_len + i`, framed by `omr_pir::attachment` (its length, then its bytes,
-//! zero-padded; none: all zeros). Its hint is computed once per process
+//! zero-padded; none: all zeros). On omr-light-v1, whose digest carries no payloads, record i is
+//! the whole message, payload then attachment, each framed (`frame_message`), and every epoch is
+//! served whether or not the server takes attachments. Its hint is computed once per process
 //! (the seed is chosen once per epoch in the store, so every process of a fleet serves the same
 //! hint) and kept, with the database, for the `pir_cached_epochs` most recently used epochs.
 //!
@@ -14,7 +16,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use omr_api::ErrorCode;
-use omr_pir::attachment::frame;
+use omr_pir::attachment::{frame, frame_message};
 use omr_pir::{Database, Query, PIR_V1};
 use tokio::sync::{OnceCell, Semaphore};
 
@@ -23,12 +25,15 @@ use omr_store::Store;
 use crate::epochs::Epochs;
 use crate::error::ServiceError;
 use crate::metrics::PirMetrics;
+use crate::set::Set;
 
 /// What building and serving epochs takes from the running server (owned, so that a build can
 /// outlive the request that started it).
 #[derive(Debug, Clone)]
 pub struct Serving {
     pub store: Store,
+    /// The parameter set: what a record holds.
+    pub set: Set,
     /// How the board is cut into epochs.
     pub epochs: Epochs,
     pub max_attachment_bytes: usize,
@@ -70,10 +75,12 @@ pub async fn answer(
 
 /// The most bytes a query to this server's epochs takes (its epochs' database shape).
 pub fn max_query_bytes(svc: &super::Service) -> Result<usize, ServiceError> {
-    let shape = (svc
-        .epochs
-        .attachment_shape(svc.config.max_attachment_bytes.max(1)))
-    .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
+    let max = match svc.set {
+        Set::Light(_) => svc.config.max_attachment_bytes,
+        Set::Tfhe(_) => svc.config.max_attachment_bytes.max(1),
+    };
+    let shape = (svc.epochs.pir_shape(svc.set, max))
+        .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
     Ok(shape.query_bytes())
 }
 
@@ -196,7 +203,7 @@ impl PirEpochs {
 /// The board range of `epoch` if the server serves it.
 async fn served_range(at: &Serving, epoch: u64) -> Result<(u64, u64), ServiceError> {
     let unknown = |why: String| ServiceError::new(ErrorCode::UnknownEpoch, why);
-    if at.max_attachment_bytes == 0 {
+    if at.max_attachment_bytes == 0 && at.set.batch().is_none() {
         return Err(unknown(
             "this server takes no attachments (max_attachment_bytes = 0)".into(),
         ));
@@ -233,17 +240,23 @@ async fn served_range(at: &Serving, epoch: u64) -> Result<(u64, u64), ServiceErr
 }
 
 async fn build(at: &Serving, epoch: u64, start: u64, end: u64) -> Result<BuiltEpoch, ServiceError> {
-    let shape = (at.epochs.attachment_shape(at.max_attachment_bytes))
+    let shape = (at.epochs.pir_shape(at.set, at.max_attachment_bytes))
         .map_err(|e| ServiceError::internal("PIR shape", e))?;
     let attachments = (at.store.attachments(start, end).await)
         .map_err(|e| ServiceError::internal("reading an epoch's attachments", e))?;
+    let records = match at.set {
+        Set::Tfhe(_) => (attachments.into_iter())
+            .map(|(index, bytes)| (index, frame(&bytes)))
+            .collect(),
+        Set::Light(_) => message_records(at, start, end, attachments).await?,
+    };
     let seed = (at.store.pir_seed(epoch, rand::random()).await)
         .map_err(|e| ServiceError::internal("the epoch's PIR seed", e))?;
     tokio::task::spawn_blocking(move || -> Result<BuiltEpoch, String> {
         let mut db = Database::new(&PIR_V1, shape).map_err(|e| e.to_string())?;
-        for (index, bytes) in attachments {
-            db.set_record((index - start) as usize, &frame(&bytes))
-                .map_err(|e| format!("attachment of board index {index}: {e}"))?;
+        for (index, record) in records {
+            db.set_record((index - start) as usize, &record)
+                .map_err(|e| format!("record of board index {index}: {e}"))?;
         }
         let hint = Bytes::from(db.preprocess(seed).to_bytes());
         Ok(BuiltEpoch { epoch, db, hint })
@@ -251,4 +264,31 @@ async fn build(at: &Serving, epoch: u64, start: u64, end: u64) -> Result<BuiltEp
     .await
     .map_err(|e| ServiceError::internal("PIR build task", e))?
     .map_err(|e| ServiceError::internal("building an epoch's PIR database", e))
+}
+
+/// The records of an omr-light-v1 epoch `[start, end)`: every message, payload and attachment
+/// framed (the board has every index of a closed epoch that retention kept).
+async fn message_records(
+    at: &Serving,
+    start: u64,
+    end: u64,
+    attachments: Vec<(u64, Vec<u8>)>,
+) -> Result<Vec<(u64, Vec<u8>)>, ServiceError> {
+    let mut attachments: std::collections::HashMap<u64, Vec<u8>> =
+        attachments.into_iter().collect();
+    let mut records = Vec::with_capacity((end - start) as usize);
+    let mut next = start;
+    while next < end {
+        let page = (at.store.read(next, (end - next).min(1 << 12) as u32).await)
+            .map_err(|e| ServiceError::internal("reading an epoch's messages", e))?;
+        let Some(last) = page.last().map(|m| m.index) else {
+            break;
+        };
+        for m in page.into_iter().filter(|m| m.index < end) {
+            let attachment = attachments.remove(&m.index).unwrap_or_default();
+            records.push((m.index, frame_message(&m.payload, &attachment)));
+        }
+        next = last + 1;
+    }
+    Ok(records)
 }

@@ -12,7 +12,7 @@ use omr_store::{NewKey, StoreError};
 use super::Service;
 use crate::config::Registration;
 use crate::error::ServiceError;
-use crate::scheme::Set;
+use crate::set::Set;
 
 /// A stored registration: what the recipient is told once.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use crate::epochs::Epochs;
 use crate::health::WorkerHealth;
 use crate::metrics::Metrics;
 use crate::progress::KeyProgress;
-use crate::scheme::Set;
+use crate::set::Set;
 
 /// The detection worker's (and retention's) context.
 #[derive(Debug)]

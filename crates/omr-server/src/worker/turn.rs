@@ -1,5 +1,6 @@
 //! One key's turn: batch after batch until it caught up, or until it yields at an epoch boundary
-//! once it detected a load's worth of messages (see `schedule`). An offline key's load and
+//! once it detected a load's worth of messages (see `schedule`; a batch scheme's key yields
+//! after every batch). An offline key's load and
 //! batches run on the bulk pool while the loop serves online keys on the online pool as soon as
 //! new messages arrive, so an online recipient never waits for an offline key's turn.
 
@@ -29,6 +30,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         };
         let epochs = self.state.epochs;
         let min_batch = self.policy().min_batch;
+        let per_batch = matches!(self.scheme.detection(), Detection::PerBatch { .. });
         let mut served = 0u64;
         let mut ok = true;
         while !cancel.is_cancelled() {
@@ -53,7 +55,10 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             served += batch.count as u64;
             self.record(batch.count, batch.seconds);
             let cursor = self.cache.cursor(key_id).unwrap_or(key.cursor);
-            if epochs.is_boundary(cursor) && served >= min_batch {
+            // A batch scheme yields after every batch, so that keys behind go through the
+            // board batch by batch together and each batch's shared work is prepared once for
+            // all of them, not once per key.
+            if epochs.is_boundary(cursor) && (served >= min_batch || per_batch) {
                 break;
             }
         }

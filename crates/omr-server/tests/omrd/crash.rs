@@ -1,16 +1,18 @@
 //! Crash safety of detection: the real `omrd` binary is killed with SIGKILL at random moments
 //! (from a printed seed, `OMR_TEST_SEED` replays it) while it detects, restarted on the same
 //! store, and in the end every recipient's digest decodes to exactly its messages: nothing
-//! lost, nothing folded twice. (`fleet.rs` runs several processes on one PostgreSQL with the
-//! helpers here.)
+//! lost, nothing folded twice. The same for omr-light-v1, whose batches are detected whole and
+//! whose open batch is detected again as it grows. (`fleet.rs` runs several processes on one
+//! PostgreSQL with the helpers here.)
 
 use std::path::Path;
 use std::time::Duration;
 
+use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_proto::v1::registration_header::Start;
 use omr_store::Backend;
 use omr_test_support::{
-    insecure_keys, seeded_rng, test_each_backend, Omrd, RawClient, Recipient, TestDb,
+    insecure_keys, light_message, seeded_rng, test_each_backend, Omrd, RawClient, Recipient, TestDb,
 };
 use rand::Rng;
 
@@ -19,10 +21,25 @@ const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
 /// omrd with its data in `dir`, on `db`'s store (SQLite: `dir` is its data directory),
 /// detecting in small batches and polling often; `env` adds variables.
 pub(crate) fn start(dir: &Path, db: &TestDb, env: &[(&str, &str)]) -> Omrd {
+    start_set(
+        dir,
+        db,
+        &["--param-set", "insecure-test", "--allow-insecure-params"],
+        env,
+    )
+}
+
+/// [`start`] with the parameter-set arguments `set` (omr-light-v1: its default epoch).
+fn start_set(dir: &Path, db: &TestDb, set: &[&str], env: &[(&str, &str)]) -> Omrd {
+    let epoch_len = if set.contains(&"omr-light-v1") {
+        "4096"
+    } else {
+        "16"
+    };
     Omrd::spawn(OMRD, dir, |cmd| {
-        cmd.args(["--param-set", "insecure-test", "--allow-insecure-params"])
+        cmd.args(set)
             .env("OMR_DETECT_BATCH", "2")
-            .env("OMR_EPOCH_LEN", "16")
+            .env("OMR_EPOCH_LEN", epoch_len)
             .env("OMR_POLL_INTERVAL_MS", "100")
             .env("OMR_LEASE_SECS", "2")
             .env("RUST_LOG", "warn");
@@ -58,7 +75,10 @@ pub(crate) async fn assert_exact(
     assert_eq!(digest.messages, want, "key {}", r.key_id);
 }
 
-test_each_backend!(sigkill_during_detection_loses_nothing_and_folds_nothing_twice);
+test_each_backend!(
+    sigkill_during_detection_loses_nothing_and_folds_nothing_twice,
+    sigkill_during_light_detection_loses_nothing,
+);
 
 async fn sigkill_during_detection_loses_nothing_and_folds_nothing_twice(db: &TestDb) {
     let mut rng = seeded_rng(match db.backend() {
@@ -103,6 +123,54 @@ async fn sigkill_during_detection_loses_nothing_and_folds_nothing_twice(db: &Tes
     let api = o.client();
     for (r, w) in recipients.iter().zip(&want) {
         assert_exact(&api, r, n, w).await;
+    }
+    o.kill();
+}
+
+async fn sigkill_during_light_detection_loses_nothing(db: &TestDb) {
+    let mut rng = seeded_rng(match db.backend() {
+        Backend::Sqlite => "sigkill_during_light_detection_loses_nothing_sqlite",
+        Backend::Postgres => "sigkill_during_light_detection_loses_nothing_postgres",
+    });
+    let (dir, _tmp) = data_dir(db);
+    let light = ["--param-set", "omr-light-v1"];
+    let mut o = start_set(&dir, db, &light, &[]);
+    let mut recipients = Vec::new();
+    for _ in 0..3 {
+        recipients.push(o.client().register_light().await);
+    }
+    let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
+    let d = OMR_LIGHT_V1.batch as u64;
+    let mut want: Vec<Vec<u64>> = vec![Vec::new(); 3];
+    let mut n = 0u64;
+    // Two full batches and part of a third, the recipients offline: each round's kill falls
+    // while a batch is detected (or just after).
+    for round in 0..3u64 {
+        let count = if round < 2 { d } else { 100 };
+        let mut messages = Vec::new();
+        for _ in 0..count {
+            let to = rng.gen_range(0..200usize);
+            let address = match recipients.get(to) {
+                Some(r) => {
+                    want[to].push(n);
+                    r.secret.address()
+                }
+                None => stranger.clone(),
+            };
+            messages.push(light_message(&address, format!("{n}").as_bytes()));
+            n += 1;
+        }
+        o.client().post_all(messages).await;
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(50..600))).await;
+        o.kill();
+        o = start_set(&dir, db, &light, &[]);
+    }
+    // The recipients come online: the open batch is detected too, and every digest is exact.
+    let api = o.client();
+    for (r, w) in recipients.iter().zip(&want) {
+        let (start, end, got) = api.light_caught_up(r).await;
+        assert_eq!((start, end), (0, n), "key {}", r.key_id);
+        assert_eq!(&got, w, "key {}", r.key_id);
     }
     o.kill();
 }

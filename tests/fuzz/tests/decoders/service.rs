@@ -16,7 +16,7 @@ use omr_server::http::body::{self, BodyKind, Rules, SINGLE_BODY_LIMIT};
 
 /// The routes' rules on a server running the insecure set without postage.
 pub const RULES: Rules = Rules {
-    set: omr_server::scheme::Set::Tfhe(&INSECURE_TEST),
+    set: omr_server::set::Set::Tfhe(&INSECURE_TEST),
     postage_bits: 0,
     max_attachment_bytes: 64 * 1024,
 };
@@ -82,7 +82,7 @@ pub fn message_binary() -> Decoder {
 /// clue, payload or nonce spoils the stamp (`402`), a valid stamp is accepted.
 pub fn message_binary_stamped() -> Decoder {
     let rules = Rules {
-        set: omr_server::scheme::Set::Tfhe(&INSECURE_TEST),
+        set: omr_server::set::Set::Tfhe(&INSECURE_TEST),
         postage_bits: STAMP_BITS,
         max_attachment_bytes: 64 * 1024,
     };
@@ -209,7 +209,7 @@ pub fn registration_header() -> Decoder {
         match req.part {
             Some(Part::Header(h)) => omr_server::grpc::check_header(
                 &h,
-                omr_server::scheme::Set::Tfhe(&INSECURE_TEST),
+                omr_server::set::Set::Tfhe(&INSECURE_TEST),
                 max_key_bytes,
             )
             .map_err(refusal),

@@ -5,7 +5,7 @@ use omr_core::INSECURE_TEST;
 
 fn json_batch(body: &str, max: usize) -> Result<Vec<NewMessage>, ErrorCode> {
     let rules = Rules {
-        set: crate::scheme::Set::Tfhe(&INSECURE_TEST),
+        set: crate::set::Set::Tfhe(&INSECURE_TEST),
         postage_bits: 0,
         max_attachment_bytes: 0,
     };

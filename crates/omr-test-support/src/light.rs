@@ -1,0 +1,79 @@
+//! omr-light-v1 through omrd's APIs, for the tests of that lane: a light recipient registered
+//! over the gRPC upload stream, messages posted as JSON batches, and the digest once detection
+//! caught up, decoded to the board indices it finds pertinent.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use omr_light::{Address, Digest, SecretKey, OMR_LIGHT_V1};
+use omr_proto::v1::registration_header::Start;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::RawClient;
+
+/// A light recipient: its secret key and the server's id and token for it.
+#[derive(Debug)]
+pub struct LightRecipient {
+    pub secret: SecretKey,
+    pub key_id: String,
+    pub token: String,
+}
+
+impl RawClient {
+    /// Register a fresh omr-light-v1 key from board index 0 over the gRPC upload stream.
+    pub async fn register_light(&self) -> LightRecipient {
+        let secret = SecretKey::generate(&OMR_LIGHT_V1);
+        let key = secret.detection_key().to_bytes();
+        let requests = omr_proto::registration_stream(
+            OMR_LIGHT_V1.name,
+            1,
+            Start::StartIndex(0),
+            None,
+            key.into(),
+        );
+        let registered = self
+            .detector()
+            .await
+            .register_detection_key(tokio_stream::iter(requests))
+            .await
+            .unwrap_or_else(|e| panic!("register a light key: {e:?}"))
+            .into_inner();
+        LightRecipient {
+            secret,
+            key_id: registered.key_id,
+            token: registered.access_token,
+        }
+    }
+
+    /// Post `messages` (JSON, see [`light_message`]) in batches of at most 1,000; the index of
+    /// the first.
+    pub async fn post_all(&self, messages: Vec<Value>) -> u64 {
+        let mut first = None;
+        for chunk in messages.chunks(1000) {
+            let (status, body) = self
+                .post_json("/v1/messages/batch", &json!({ "messages": chunk }))
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+            first.get_or_insert(body["first_index"].as_u64().expect("first_index"));
+        }
+        first.expect("at least one message")
+    }
+
+    /// The recipient's digest once detection has reached the board head: its range and the
+    /// board indices it finds pertinent (see [`RawClient::caught_up_bytes`]).
+    pub async fn light_caught_up(&self, r: &LightRecipient) -> (u64, u64, Vec<u64>) {
+        let (start, end, bytes) = self.caught_up_bytes(&r.key_id, &r.token, None).await;
+        let digest = Digest::from_bytes(&bytes).expect("a light digest decodes");
+        assert_eq!(
+            digest.messages(),
+            end - start,
+            "the digest covers its range"
+        );
+        (start, end, r.secret.pertinent(&digest))
+    }
+}
+
+/// A message to `to` with a fresh clue, as the JSON the board takes.
+pub fn light_message(to: &Address, payload: &[u8]) -> Value {
+    json!({ "clue": B64.encode(to.clue().to_bytes()), "payload": B64.encode(payload) })
+}
