@@ -22,7 +22,12 @@ pub struct LightRecipient {
 impl RawClient {
     /// Register a fresh omr-light-v1 key from board index 0 over the gRPC upload stream.
     pub async fn register_light(&self) -> LightRecipient {
-        let secret = SecretKey::generate(&OMR_LIGHT_V1);
+        self.register_light_key(SecretKey::generate(&OMR_LIGHT_V1))
+            .await
+    }
+
+    /// Register `secret`'s detection key from board index 0.
+    pub async fn register_light_key(&self, secret: SecretKey) -> LightRecipient {
         let key = secret.detection_key().to_bytes();
         let requests = omr_proto::registration_stream(
             OMR_LIGHT_V1.name,

@@ -60,13 +60,10 @@ impl Light {
     /// asking at once may each prepare it (no thread waits on another's preparation).
     fn batch(&self, messages: &[StoredMessage]) -> Result<Arc<Batch>, OmrError> {
         let id = (messages[0].index, messages.len());
-        let spare = {
-            let mut cache = self.batches.lock().expect("prepared batches");
-            if let Some((_, b)) = cache.ready.iter().find(|(k, _)| *k == id) {
-                return Ok(b.clone());
-            }
-            cache.spare.take()
-        };
+        if let Some(b) = self.prepared(id) {
+            return Ok(b);
+        }
+        let spare = self.batches.lock().expect("prepared batches").spare.take();
         let clues: Vec<Clue> = messages
             .iter()
             .map(|m| Clue::from_bytes(&m.clue))
@@ -88,6 +85,30 @@ impl Light {
             }
         }
         Ok(batch)
+    }
+}
+
+impl Light {
+    /// The prepared batch `(first, count)`, if it is held.
+    fn prepared(&self, id: (u64, usize)) -> Option<Arc<Batch>> {
+        let cache = self.batches.lock().expect("prepared batches");
+        cache
+            .ready
+            .iter()
+            .find(|(k, _)| *k == id)
+            .map(|(_, b)| b.clone())
+    }
+
+    /// `key`'s part of `batch`, which starts at `first`.
+    fn part(key: &ExpandedKey, first: u64, batch: &Batch) -> LightState {
+        LightState {
+            at: first,
+            parts: vec![DigestPart {
+                first,
+                own: batch.detect(key),
+                shared: batch.shared().clone(),
+            }],
+        }
     }
 }
 
@@ -170,15 +191,16 @@ impl DetectionScheme for Light {
             ));
         }
         let batch = self.batch(messages)?;
-        let own = batch.detect(key);
-        Ok(LightState {
-            at: first,
-            parts: vec![DigestPart {
-                first,
-                own,
-                shared: batch.shared().clone(),
-            }],
-        })
+        Ok(Light::part(key, first, &batch))
+    }
+
+    fn detect_prepared(&self, key: &ExpandedKey, first: u64, count: usize) -> Option<LightState> {
+        let batch = self.prepared((first, count))?;
+        Some(Light::part(key, first, &batch))
+    }
+
+    fn has_prepared(&self, first: u64, count: usize) -> bool {
+        self.prepared((first, count)).is_some()
     }
 
     fn range(state: &LightState) -> (u64, u64) {

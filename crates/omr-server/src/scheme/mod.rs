@@ -84,6 +84,22 @@ pub trait DetectionScheme: Clone + Send + Sync + 'static {
         messages: &[StoredMessage],
     ) -> Result<Self::State, OmrError>;
 
+    /// For a batch scheme: `key`'s state for the batch `[first, first + count)` from a
+    /// preparation still held, so that the worker need not read the batch's messages again;
+    /// `None` when it is not held (then the worker reads them and calls
+    /// [`detect_and_fold`](Self::detect_and_fold)). Runs on a detection pool.
+    fn detect_prepared(&self, key: &Self::Key, first: u64, count: usize) -> Option<Self::State> {
+        let _ = (key, first, count);
+        None
+    }
+
+    /// Whether [`detect_prepared`](Self::detect_prepared) would find the batch (a cheap check
+    /// before reading anything).
+    fn has_prepared(&self, first: u64, count: usize) -> bool {
+        let _ = (first, count);
+        false
+    }
+
     // What is stored per key and epoch.
     /// The board range `[start, end)` a state covers.
     fn range(state: &Self::State) -> (u64, u64);

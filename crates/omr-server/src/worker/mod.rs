@@ -37,7 +37,7 @@ use omr_store::ActiveKey;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::scheme::{DetectionScheme, Scheme};
+use crate::scheme::{Detection, DetectionScheme, Scheme};
 
 use cache::KeyCache;
 use leases::Leases;
@@ -233,6 +233,16 @@ impl<S: DetectionScheme> Worker<S> {
             .iter()
             .map(|k| KeyView {
                 head: self.reach(head, online.contains(&k.key_id)).min(head),
+                batch: match self.scheme.detection() {
+                    Detection::PerBatch { messages } => {
+                        self.cache
+                            .cursor(&k.key_id)
+                            .unwrap_or(k.cursor)
+                            .max(k.cursor)
+                            / messages.max(1) as u64
+                    }
+                    Detection::PerMessage => 0,
+                },
                 key_id: k.key_id.clone(),
                 cursor: self
                     .cache

@@ -45,6 +45,10 @@ pub(super) struct KeyView {
     /// How far it may be detected now (below the board head for an offline key of a batch
     /// scheme: the end of the last full batch).
     pub(super) head: u64,
+    /// The batch its cursor is in, for a batch scheme (0 otherwise): keys behind are served
+    /// lowest batch first, so that they go through the board together and each batch's shared
+    /// work is prepared once for all of them.
+    pub(super) batch: u64,
 }
 
 impl KeyView {
@@ -124,12 +128,13 @@ impl Queue {
             .map(|t| now.saturating_duration_since(*t))
     }
 
-    /// The keys with a backlog, first to be served first (online ones, then oldest waiting).
+    /// The keys with a backlog, first to be served first (online ones, then the lowest batch
+    /// for a batch scheme, then oldest waiting).
     pub(super) fn order<'a>(&self, keys: &'a [KeyView], head: u64) -> Vec<&'a KeyView> {
         let mut waiting: Vec<&KeyView> = keys.iter().filter(|k| k.behind(head) > 0).collect();
         waiting.sort_by_key(|k| {
             let since = self.waiting_since.get(&k.key_id).copied();
-            (!k.online, since, k.key_id.clone())
+            (!k.online, k.batch, since, k.key_id.clone())
         });
         waiting
     }
@@ -209,6 +214,7 @@ mod tests {
             online,
             cached,
             head: u64::MAX,
+            batch: 0,
         }
     }
 
@@ -225,6 +231,28 @@ mod tests {
             key_id: id.into(),
             lane: Lane::of(online),
         }
+    }
+
+    #[test]
+    fn keys_of_a_batch_scheme_go_lowest_batch_first_and_stop_at_their_reach() {
+        let t0 = Instant::now();
+        let mut q = Queue::default();
+        let at = |id: &str, cursor: u64, head: u64| KeyView {
+            batch: cursor / 4096,
+            head,
+            ..key(id, cursor, false, true)
+        };
+        // "a" waited longest but is a batch ahead; "c" cannot go past the full batches.
+        let keys = vec![at("a", 4096, 8192), at("b", 0, 8192), at("c", 8192, 8192)];
+        q.observe(&keys[..1], 9000, t0);
+        q.observe(&keys, 9000, t0 + Duration::from_secs(1));
+        let order: Vec<&str> = q
+            .order(&keys, 9000)
+            .iter()
+            .map(|k| k.key_id.as_str())
+            .collect();
+        assert_eq!(order, ["b", "a"]);
+        assert_eq!(q.pick(&keys, 9000, policy(1), t0), serve("b", false));
     }
 
     #[test]

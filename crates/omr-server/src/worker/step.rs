@@ -52,6 +52,8 @@ pub(super) async fn has_work<S: DetectionScheme>(
 pub(super) struct Job<S: DetectionScheme> {
     key_id: String,
     cursor: u64,
+    /// A batch scheme's batch `(first, count)`; its messages are empty when it is prepared.
+    batch: Option<(u64, usize)>,
     messages: Vec<StoredMessage>,
     key: Arc<S::Key>,
     state: S::State,
@@ -76,12 +78,23 @@ pub(super) async fn prepare<S: DetectionScheme>(
     } else {
         cursor
     };
-    let mut messages = read_batch(ctx, from, limit).await?;
-    messages.retain(|m| m.index < reach);
-    if messages.last().is_none_or(|m| m.index < cursor) {
-        return Ok(None);
-    }
     if per_batch {
+        // The board has no gaps below its head: the batch so far is `[from, end)`. When its
+        // shared work is still prepared, its messages are not read again (every key's job
+        // would read the same 12 MB of clues).
+        let head = ctx.store.board_head().await?;
+        let end = head.min(reach).min(ctx.epochs.next_boundary(from));
+        if end <= cursor {
+            return Ok(None);
+        }
+        let count = (end - from) as usize;
+        let messages = if scheme.has_prepared(from, count) {
+            Vec::new()
+        } else {
+            let mut m = read_batch(ctx, from, count).await?;
+            m.retain(|m| m.index < end);
+            m
+        };
         let Some(entry) = cache.touch(&key.key_id) else {
             return Ok(None);
         };
@@ -91,11 +104,16 @@ pub(super) async fn prepare<S: DetectionScheme>(
         return Ok(Some(Job {
             key_id: key.key_id.clone(),
             cursor,
+            batch: Some((from, count)),
             messages,
             key: dk,
             state,
             scheme,
         }));
+    }
+    let messages = read_batch(ctx, from, limit).await?;
+    if messages.is_empty() {
+        return Ok(None);
     }
     let Some(entry) = cache.touch(&key.key_id) else {
         return Ok(None);
@@ -109,6 +127,7 @@ pub(super) async fn prepare<S: DetectionScheme>(
     Ok(Some(Job {
         key_id: key.key_id.clone(),
         cursor,
+        batch: None,
         messages,
         key: dk,
         state,
@@ -137,21 +156,45 @@ impl<S: DetectionScheme> Job<S> {
         let Job {
             key_id,
             cursor,
-            messages,
+            batch,
+            mut messages,
             key,
             state,
             scheme,
         } = self;
-        // Messages detected for the first time (a batch scheme detects the batch's earlier ones
-        // again).
-        let count = messages.iter().filter(|m| m.index >= cursor).count();
         let started = Instant::now();
         let hooks = ctx.hooks.clone();
-        let folded = on_pool(&pool, move || {
-            hooks.before_job(lane);
-            scheme.detect_and_fold(&key, state, &messages)
-        })
-        .await??;
+        let mut held = None;
+        if let (Some((first, count)), true) = (batch, messages.is_empty()) {
+            let (s, k, h) = (scheme.clone(), key.clone(), hooks.clone());
+            held = on_pool(&pool, move || {
+                h.before_job(lane);
+                s.detect_prepared(&k, first, count)
+            })
+            .await?;
+            if held.is_none() {
+                // Evicted since `prepare` looked: read the batch after all.
+                messages = read_batch(&ctx, first, count).await?;
+                messages.truncate(count);
+            }
+        }
+        let end = batch.map_or(0, |(first, count)| first + count as u64);
+        // Messages detected for the first time (a batch scheme detects the batch's earlier ones
+        // again).
+        let count = match batch {
+            Some(_) => (end - cursor) as usize,
+            None => messages.len(),
+        };
+        let folded = match held {
+            Some(state) => state,
+            None => {
+                on_pool(&pool, move || {
+                    hooks.before_job(lane);
+                    scheme.detect_and_fold(&key, state, &messages)
+                })
+                .await??
+            }
+        };
         let seconds = started.elapsed().as_secs_f64();
         let committed = commit::<S>(&ctx, &key_id, cursor, &folded).await?;
         Ok(Done {

@@ -1,0 +1,340 @@
+//! Measure one omrd node running omr-light-v1 (the real executable, its CPU read from /proc, on
+//! the embedded SQLite store): a board of `board` messages, then `keys` registered keys that
+//! detect all of it (the node's CPU per message and per (message, key), disk and memory per
+//! key; every digest checked exact for a sample of keys); one recipient with `k` messages
+//! syncing the board (its digests, then its payloads by PIR in a fixed number of queries per
+//! epoch: wall time, the node's CPU, bytes both ways); and freshness for that recipient, online,
+//! with the other keys offline (post to "the digest shows it", p50 and p95). Prints JSON.
+//!
+//! cargo build --release -p omr-server --bin omrd
+//! cargo run --release -p omr-server --example light_bench -- [keys] [board] [k] [fresh] [omrd]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use omr_light::{Address, SecretKey, OMR_LIGHT_V1};
+use omr_pir::attachment::unframe_message;
+use omr_pir::{Answer, Hint};
+use omr_test_support::{light_message, LightRecipient, Omrd, RawClient};
+use rand::seq::index::sample;
+use rayon::prelude::*;
+use serde_json::{json, Value};
+
+/// PIR queries per epoch a recipient retrieves from, whatever it has there (dummies fill up).
+const QUERIES_PER_EPOCH: usize = 8;
+
+/// omrd's CPU seconds so far (user + system), from /proc.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("omrd's stat");
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// A field of /proc/pid/status in bytes (VmRSS, VmHWM).
+fn status_bytes(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("omrd's status");
+    let line = s.lines().find(|l| l.starts_with(field)).expect("field");
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
+}
+
+fn du(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if meta.is_dir() {
+        std::fs::read_dir(path)
+            .map(|d| d.flatten().map(|e| du(&e.path())).sum())
+            .unwrap_or(0)
+    } else {
+        meta.len()
+    }
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("model name"))?;
+            Some(l.split(':').nth(1)?.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+async fn metric(api: &RawClient, name: &str) -> f64 {
+    api.metric(name).await.unwrap_or(0.0)
+}
+
+/// One digest page from `from`: (range end, board head, bytes).
+async fn digest_page(api: &RawClient, r: &LightRecipient, from: u64) -> (u64, u64, Vec<u8>) {
+    let response = api.digest_of(&r.key_id, &r.token, Some(from)).await;
+    assert!(response.status().is_success(), "{}", response.status());
+    let h = |n: &str| -> u64 { response.headers()[n].to_str().unwrap().parse().unwrap() };
+    let (end, head) = (h("omr-range-end"), h("omr-board-head"));
+    (end, head, response.bytes().await.unwrap().to_vec())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let mut num = |d: usize| -> anyhow::Result<usize> {
+        Ok(args.next().map(|s| s.parse()).transpose()?.unwrap_or(d))
+    };
+    let (keys, board, k, fresh) = (num(200)?, num(1 << 16)?, num(50)?, num(20)?);
+    let omrd: PathBuf = std::env::args()
+        .nth(5)
+        .unwrap_or_else(|| "target/release/omrd".into())
+        .into();
+    let d = OMR_LIGHT_V1.batch;
+    let dir = tempfile::tempdir_in(std::env::current_dir()?)?;
+    let o = Omrd::spawn(&omrd, dir.path(), |cmd| {
+        cmd.args(["--param-set", OMR_LIGHT_V1.name])
+            .env("OMR_MAX_KEYS", (keys + 10).to_string())
+            .env("OMR_MAX_BATCH_MESSAGES", "1000")
+            // Payloads only: attachments of up to 64 KiB would make every record 100 times larger.
+            .env("OMR_MAX_ATTACHMENT_BYTES", "0")
+            .env("RUST_LOG", "warn");
+    });
+    let (pid, api) = (o.pid(), o.client());
+    let idle_rss = status_bytes(pid, "VmRSS");
+
+    // The board: `k` messages to the recipient (key 0), the rest to strangers.
+    let me = SecretKey::generate(&OMR_LIGHT_V1);
+    let strangers: Vec<Address> = (0..8)
+        .map(|_| SecretKey::generate(&OMR_LIGHT_V1).address())
+        .collect();
+    let mine: Vec<u64> = {
+        let mut v: Vec<u64> = sample(&mut rand::thread_rng(), board, k)
+            .into_iter()
+            .map(|i| i as u64)
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let payload = |i: u64| format!("message {i:08} ").repeat(40).into_bytes()[..480].to_vec();
+    let my_address = me.address();
+    let messages: Vec<Value> = (0..board as u64)
+        .into_par_iter()
+        .map(|i| {
+            let to = match mine.binary_search(&i) {
+                Ok(_) => &my_address,
+                Err(_) => &strangers[i as usize % strangers.len()],
+            };
+            light_message(to, &payload(i))
+        })
+        .collect();
+    // The keys: the recipient's first, then `keys - 1` others, generated 4 at a time.
+    let (cpu1, t1) = (cpu_secs(pid), Instant::now());
+    let mut recipients = vec![api.register_light_key(me).await];
+    while recipients.len() < keys {
+        let n = (keys - recipients.len()).min(4);
+        let batch: Vec<SecretKey> = (0..n)
+            .into_par_iter()
+            .map(|_| SecretKey::generate(&OMR_LIGHT_V1))
+            .collect();
+        for s in batch {
+            recipients.push(api.register_light_key(s).await);
+        }
+    }
+    // The board, posted while every key waits for it: detection runs as batches fill.
+    let det0 = metric(&api, "omr_detect_seconds_total").await;
+    let (cpu0, t0) = (cpu_secs(pid), Instant::now());
+    api.post_all(messages).await;
+    let posted = t0.elapsed().as_secs_f64();
+
+    let registered = (cpu_secs(pid) - cpu1, t1.elapsed().as_secs_f64());
+    let store = |dir: &Path| du(&dir.join("omr.sqlite3")) + du(&dir.join("omr.sqlite3-wal"));
+    let store_keys = store(dir.path());
+    let want = (keys * board) as f64;
+    loop {
+        if metric(&api, "omr_detections_total").await >= want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let detect_wall = t0.elapsed().as_secs_f64();
+    let detect_cpu = cpu_secs(pid) - cpu0;
+    let pool_secs = metric(&api, "omr_detect_seconds_total").await - det0;
+    let (rss, hwm) = (status_bytes(pid, "VmRSS"), status_bytes(pid, "VmHWM"));
+
+    // Sync: the recipient's digests over the whole board, then its payloads by PIR.
+    let r = &recipients[0];
+    let (cpu2, t2) = (cpu_secs(pid), Instant::now());
+    let (mut from, mut digest_bytes, mut calls) = (0u64, 0usize, 0usize);
+    let mut found = Vec::new();
+    loop {
+        let (end, head, bytes) = digest_page(&api, r, from).await;
+        calls += 1;
+        digest_bytes += bytes.len();
+        let digest = omr_light::Digest::from_bytes(&bytes)?;
+        found.extend(r.secret.pertinent(&digest));
+        if end >= head || end == from {
+            break;
+        }
+        from = end;
+    }
+    let digest_phase = (cpu_secs(pid) - cpu2, t2.elapsed().as_secs_f64());
+    assert_eq!(found, mine, "the recipient's digest is exact");
+    // Every epoch of the range is asked, those without a message of the recipient's too.
+    let mut by_epoch: BTreeMap<u64, Vec<usize>> =
+        (0..(board / d) as u64).map(|e| (e, Vec::new())).collect();
+    for &i in &found {
+        by_epoch
+            .entry(i / d as u64)
+            .or_default()
+            .push((i % d as u64) as usize);
+    }
+    let (cpu3, t3) = (cpu_secs(pid), Instant::now());
+    let (mut hint_bytes, mut up, mut down, mut queries, mut got) = (0usize, 0usize, 0usize, 0, 0);
+    let mut rng = rand::rngs::OsRng;
+    for (&epoch, records) in &by_epoch {
+        let response = api.get(&format!("/v1/pir/{epoch}/hint")).await;
+        let bytes = response.bytes().await?;
+        hint_bytes += bytes.len();
+        let hint = Hint::from_bytes(&bytes)?;
+        let rounds = records.len().div_ceil(QUERIES_PER_EPOCH).max(1);
+        for slot in 0..rounds * QUERIES_PER_EPOCH {
+            let (query, fetch) = match records.get(slot) {
+                Some(&record) => hint.query(record, &mut rng)?,
+                None => hint.dummy_query(&mut rng),
+            };
+            let body = query.to_bytes();
+            up += body.len();
+            let answer = api
+                .http()
+                .post(api.url(&format!("/v1/pir/{epoch}/query")))
+                .header("content-type", "application/octet-stream")
+                .body(body)
+                .send()
+                .await?
+                .bytes()
+                .await?;
+            down += answer.len();
+            queries += 1;
+            if let Some(&record) = records.get(slot) {
+                let plain = hint.decode(&fetch, &Answer::from_bytes(&answer)?)?;
+                let (p, _) = unframe_message(&plain).expect("a framed message");
+                assert_eq!(p, payload(epoch * d as u64 + record as u64));
+                got += 1;
+            }
+        }
+    }
+    let pir_phase = (cpu_secs(pid) - cpu3, t3.elapsed().as_secs_f64());
+    assert_eq!(got, k, "every payload fetched");
+    // A second sync of the same range: the PIR databases are built (once per epoch, for all).
+    let (cpu4, t4) = (cpu_secs(pid), Instant::now());
+    for (&epoch, _) in by_epoch.iter().take(1) {
+        let hint = Hint::from_bytes(
+            &api.get(&format!("/v1/pir/{epoch}/hint"))
+                .await
+                .bytes()
+                .await?,
+        )?;
+        for _ in 0..QUERIES_PER_EPOCH {
+            let (query, _) = hint.dummy_query(&mut rng);
+            api.post_bytes(
+                &format!("/v1/pir/{epoch}/query"),
+                Some("application/octet-stream"),
+                query.to_bytes(),
+            )
+            .await;
+        }
+    }
+    let per_epoch_warm = (cpu_secs(pid) - cpu4, t4.elapsed().as_secs_f64());
+
+    // Freshness: one message to the recipient at a time, the recipient online.
+    let mut lat = Vec::new();
+    for _ in 0..fresh {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let m = light_message(&r.secret.address(), b"fresh");
+        let posted = Instant::now();
+        let index = api.post_all(vec![m]).await;
+        loop {
+            let (end, _, _) = digest_page(&api, r, index).await;
+            if end > index {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        lat.push(posted.elapsed().as_secs_f64());
+    }
+    // Every other key's digest is exact too (none of the board's messages is theirs); last,
+    // because asking makes a recipient online, and every online key detects the open batch.
+    let mut others_bytes = 0;
+    for other in &recipients[1..] {
+        let (mut from, mut pertinent) = (0u64, Vec::new());
+        loop {
+            let (end, head, bytes) = digest_page(&api, other, from).await;
+            others_bytes += bytes.len();
+            pertinent.extend(
+                other
+                    .secret
+                    .pertinent(&omr_light::Digest::from_bytes(&bytes)?),
+            );
+            if end >= head || end == from {
+                break;
+            }
+            from = end;
+        }
+        assert!(pertinent.is_empty(), "key {}: {pertinent:?}", other.key_id);
+    }
+
+    let store_bytes = store(dir.path());
+    // What a key stores per batch: its own half and the batch's shared half, encoded.
+    let part = omr_light::Digest::encoded_len(&OMR_LIGHT_V1, &[d]) as f64;
+    let key_files = du(&dir.path().join("expanded-keys"));
+    let pairs = (keys * board) as f64;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({
+            "cpu": cpu_model(),
+            "threads": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            "keys": keys, "board": board, "k": k,
+            "register": { "cpu_s": registered.0, "wall_s": registered.1 },
+            "post_wall_s": posted,
+            "detection": {
+                "wall_s": detect_wall,
+                // Posting the board (ingest) and detecting it, together.
+                "cpu_s_with_ingest": detect_cpu,
+                "pool_s": pool_secs,
+                "cpu_us_per_message_all_keys": detect_cpu / board as f64 * 1e6,
+                "cpu_us_per_message_key": detect_cpu / pairs * 1e6,
+                "pool_us_per_message_key": pool_secs / pairs * 1e6,
+            },
+            "memory": { "idle_rss": idle_rss, "rss": rss, "hwm": hwm,
+                        "per_key": (rss.saturating_sub(idle_rss)) as f64 / keys as f64 },
+            "disk": {
+                "store_after_keys_bytes": store_keys, "store_bytes": store_bytes,
+                "detection_key_bytes": OMR_LIGHT_V1.detection_key_bytes(),
+                "stored_part_bytes_per_key_per_message": part / d as f64,
+                "key_files_bytes": key_files,
+            },
+            "every_digest_exact": true,
+            "other_keys_digest_bytes": others_bytes,
+            "sync": {
+                "digest_calls": calls, "digest_bytes": digest_bytes,
+                "digest_cpu_s": digest_phase.0, "digest_wall_s": digest_phase.1,
+                "pir_epochs": by_epoch.len(), "pir_queries": queries,
+                "pir_hint_bytes": hint_bytes, "pir_up_bytes": up, "pir_down_bytes": down,
+                "pir_cpu_s_first_sync_incl_builds": pir_phase.0, "pir_wall_s": pir_phase.1,
+                "pir_cpu_s_one_epoch_warm": per_epoch_warm.0,
+            },
+            "freshness_s": { "p50": pct(&mut lat, 0.5), "p95": pct(&mut lat, 0.95),
+                             "max": pct(&mut lat, 1.0), "samples": fresh },
+        }))?
+    );
+    drop(o);
+    Ok(())
+}
