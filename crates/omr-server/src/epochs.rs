@@ -1,7 +1,7 @@
 //! [`Epochs`]: the one rule for how the board is cut into accumulator epochs. The worker closes
 //! a key's accumulator at an epoch boundary, the digest endpoint sums whole epochs, retention
 //! deletes whole epochs and PIR serves one database per closed epoch (of the shape
-//! [`Epochs::attachment_shape`] gives); all of them ask this type, so they agree by
+//! [`Epochs::pir_shape`] gives); all of them ask this type, so they agree by
 //! construction.
 
 use omr_pir::Shape;
@@ -66,42 +66,25 @@ impl Epochs {
         retain.map_or(0, |n| self.start_of(head.saturating_sub(n)))
     }
 
-    /// The PIR database shape of one epoch's attachments of at most `max_attachment_bytes`.
-    pub fn attachment_shape(self, max_attachment_bytes: usize) -> Result<Shape, String> {
-        let epoch_len = self.len;
-        let records = usize::try_from(epoch_len).map_err(|e| e.to_string())?;
-        Shape::for_attachments(records, max_attachment_bytes).map_err(|e| {
-            format!(
-                "epoch_len = {epoch_len} with max_attachment_bytes = {max_attachment_bytes} \
-                 makes no PIR database: {e}"
-            )
-        })
-    }
-
-    /// The PIR database shape of one epoch of omr-light-v1 messages (payload and attachment
-    /// framed: the digest carries no payloads).
-    pub fn message_shape(
-        self,
-        max_payload_bytes: usize,
-        max_attachment_bytes: usize,
-    ) -> Result<Shape, String> {
-        let epoch_len = self.len;
-        let records = usize::try_from(epoch_len).map_err(|e| e.to_string())?;
-        Shape::for_messages(records, max_payload_bytes, max_attachment_bytes).map_err(|e| {
-            format!(
-                "epoch_len = {epoch_len} with max_attachment_bytes = {max_attachment_bytes} \
-                 makes no PIR database of messages: {e}"
-            )
-        })
-    }
-
-    /// The PIR database shape of one epoch on a server running `set`: its messages for
-    /// omr-light-v1, its attachments otherwise.
+    /// The PIR database shape of one epoch on a server running `set` that takes attachments of
+    /// at most `max_attachment_bytes`: each record an attachment (omr-v1, omr-v2), or a whole
+    /// message, payload and attachment (omr-light-v1, whose digest carries no payloads).
     pub fn pir_shape(self, set: Set, max_attachment_bytes: usize) -> Result<Shape, String> {
-        match set {
-            Set::Light(p) => self.message_shape(p.payload_bytes, max_attachment_bytes),
-            Set::Tfhe(_) => self.attachment_shape(max_attachment_bytes),
-        }
+        let epoch_len = self.len;
+        let records = usize::try_from(epoch_len).map_err(|e| e.to_string())?;
+        let (shape, of) = match set {
+            Set::Tfhe(_) => (Shape::for_attachments(records, max_attachment_bytes), ""),
+            Set::Light(p) => (
+                Shape::for_messages(records, p.payload_bytes, max_attachment_bytes),
+                " of messages",
+            ),
+        };
+        shape.map_err(|e| {
+            format!(
+                "epoch_len = {epoch_len} with max_attachment_bytes = {max_attachment_bytes} \
+                 makes no PIR database{of}: {e}"
+            )
+        })
     }
 
     /// Epochs one digest can sum at most (M messages, plus a first epoch entered mid-way).

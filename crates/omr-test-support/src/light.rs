@@ -6,6 +6,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_light::{Address, Digest, SecretKey, OMR_LIGHT_V1};
 use omr_proto::v1::registration_header::Start;
+use omr_proto::v1::RegisterDetectionKeyResponse;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -29,25 +30,32 @@ impl RawClient {
     /// Register `secret`'s detection key from board index 0.
     pub async fn register_light_key(&self, secret: SecretKey) -> LightRecipient {
         let key = secret.detection_key().to_bytes();
-        let requests = omr_proto::registration_stream(
-            OMR_LIGHT_V1.name,
-            1,
-            Start::StartIndex(0),
-            None,
-            key.into(),
-        );
         let registered = self
-            .detector()
+            .try_register_light_bytes(key, Start::StartIndex(0))
             .await
-            .register_detection_key(tokio_stream::iter(requests))
-            .await
-            .unwrap_or_else(|e| panic!("register a light key: {e:?}"))
-            .into_inner();
+            .unwrap_or_else(|e| panic!("register a light key: {e:?}"));
         LightRecipient {
             secret,
             key_id: registered.key_id,
             token: registered.access_token,
         }
+    }
+
+    /// Upload `key` as an omr-light-v1 detection key (k̄ = 1) starting at `start`: the
+    /// registration, or the server's refusal.
+    pub async fn try_register_light_bytes(
+        &self,
+        key: Vec<u8>,
+        start: Start,
+    ) -> Result<RegisterDetectionKeyResponse, tonic::Status> {
+        let requests =
+            omr_proto::registration_stream(OMR_LIGHT_V1.name, 1, start, None, key.into());
+        let registered = self
+            .detector()
+            .await
+            .register_detection_key(tokio_stream::iter(requests))
+            .await?;
+        Ok(registered.into_inner())
     }
 
     /// Post `messages` (JSON, see [`light_message`]) in batches of at most 1,000; the index of

@@ -6,6 +6,7 @@ use std::time::Duration;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_core::{ClueKey, Digest, KeySet};
+use omr_pir::{Answer, Hint, Query};
 use omr_proto::v1::detector_client::DetectorClient;
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{GetParamsRequest, GetParamsResponse};
@@ -220,6 +221,35 @@ impl RawClient {
             req = req.header("content-type", ct);
         }
         answer(path, req.send().await).await
+    }
+
+    /// `GET /v1/pir/{epoch}/hint`, required to succeed.
+    pub async fn pir_hint(&self, epoch: u64) -> Hint {
+        let response = self.get(&format!("/v1/pir/{epoch}/hint")).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "GET the hint of epoch {epoch}"
+        );
+        Hint::from_bytes(&response.bytes().await.expect("hint bytes")).expect("a hint")
+    }
+
+    /// `POST /v1/pir/{epoch}/query` with `query`, required to succeed: the answer.
+    pub async fn pir_answer(&self, epoch: u64, query: &Query) -> Answer {
+        let response = self
+            .client
+            .post(self.url(&format!("/v1/pir/{epoch}/query")))
+            .header("content-type", "application/octet-stream")
+            .body(query.to_bytes())
+            .send()
+            .await
+            .expect("POST a PIR query");
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "a PIR query to epoch {epoch}"
+        );
+        Answer::from_bytes(&response.bytes().await.expect("answer bytes")).expect("an answer")
     }
 
     /// gRPC `GetParams`.

@@ -51,17 +51,7 @@ pub(crate) async fn fetch(s: &TestServer, hint: &Hint, index: u64) -> Vec<u8> {
     let (query, state) = hint
         .query((index % len) as usize, &mut rand::thread_rng())
         .unwrap();
-    let r = s
-        .client()
-        .http()
-        .post(s.url(&format!("/v1/pir/{epoch}/query")))
-        .header("content-type", "application/octet-stream")
-        .body(query.to_bytes())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let answer = Answer::from_bytes(&r.bytes().await.unwrap()).expect("an answer");
+    let answer = s.client().pir_answer(epoch, &query).await;
     let record = hint.decode(&state, &answer).unwrap();
     let attachment = unframe(&record).expect("a framed record").to_vec();
     let padding = &record[FRAME_BYTES + attachment.len()..];

@@ -13,7 +13,6 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_pir::attachment::unframe_message;
-use omr_pir::{Answer, Hint};
 use omr_proto::v1::registration_header::Start;
 use omr_test_support::{
     insecure_keys, light_message, test_each_backend, wait_for, RawClient, TestDb, TestServer,
@@ -171,9 +170,7 @@ async fn an_offline_key_is_detected_batch_by_batch(db: &TestDb) {
 /// Records `wanted` of epoch `epoch` fetched by PIR as (payload, attachment), in
 /// [`QUERIES_PER_EPOCH`] queries whatever their number (the rest are dummies).
 async fn fetch_by_pir(api: &RawClient, epoch: u64, wanted: &[usize]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let response = api.get(&format!("/v1/pir/{epoch}/hint")).await;
-    assert_eq!(response.status(), StatusCode::OK, "GET the hint");
-    let hint = Hint::from_bytes(&response.bytes().await.unwrap()).expect("a hint");
+    let hint = api.pir_hint(epoch).await;
     let mut rng = rand::rngs::OsRng;
     let mut out = Vec::new();
     for slot in 0..QUERIES_PER_EPOCH {
@@ -181,16 +178,7 @@ async fn fetch_by_pir(api: &RawClient, epoch: u64, wanted: &[usize]) -> Vec<(Vec
             Some(&record) => hint.query(record, &mut rng).expect("a query"),
             None => hint.dummy_query(&mut rng),
         };
-        let response = api
-            .http()
-            .post(api.url(&format!("/v1/pir/{epoch}/query")))
-            .header("content-type", "application/octet-stream")
-            .body(query.to_bytes())
-            .send()
-            .await
-            .expect("POST a PIR query");
-        assert_eq!(response.status(), StatusCode::OK, "a PIR query");
-        let answer = Answer::from_bytes(&response.bytes().await.unwrap()).expect("an answer");
+        let answer = api.pir_answer(epoch, &query).await;
         if slot < wanted.len() {
             let record = hint.decode(&fetch, &answer).expect("the answer decodes");
             let (payload, attachment) = unframe_message(&record).expect("a framed message");
@@ -242,17 +230,8 @@ async fn keys_and_clues_of_the_other_scheme_are_refused(db: &TestDb) {
     let end = key.len();
     // The last 62-bit residue all ones: 2^62 − 1 ≥ Q.
     key[end - 8..].fill(0xff);
-    let requests = omr_proto::registration_stream(
-        OMR_LIGHT_V1.name,
-        1,
-        Start::FromNow(true),
-        None,
-        key.into(),
-    );
     let refused = api
-        .detector()
-        .await
-        .register_detection_key(tokio_stream::iter(requests))
+        .try_register_light_bytes(key, Start::FromNow(true))
         .await
         .expect_err("a key with a residue out of range");
     assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
@@ -267,17 +246,8 @@ async fn keys_and_clues_of_the_other_scheme_are_refused(db: &TestDb) {
     let key = SecretKey::generate(&OMR_LIGHT_V1)
         .detection_key()
         .to_bytes();
-    let requests = omr_proto::registration_stream(
-        OMR_LIGHT_V1.name,
-        1,
-        Start::FromNow(true),
-        None,
-        key.into(),
-    );
     let refused = api
-        .detector()
-        .await
-        .register_detection_key(tokio_stream::iter(requests))
+        .try_register_light_bytes(key, Start::FromNow(true))
         .await
         .expect_err("a light key on a TFHE server");
     assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");

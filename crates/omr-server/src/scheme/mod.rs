@@ -34,6 +34,17 @@ pub enum Detection {
     PerBatch { messages: usize },
 }
 
+impl Detection {
+    /// Messages per batch of a scheme that detects in batches (at least 1); `None` for one
+    /// that detects a message at a time.
+    pub fn batch(self) -> Option<u64> {
+        match self {
+            Detection::PerBatch { messages } => Some(messages.max(1) as u64),
+            Detection::PerMessage => None,
+        }
+    }
+}
+
 /// What the registry keeps of a validated key beside its bytes.
 #[derive(Debug)]
 pub struct AcceptedKey {

@@ -37,7 +37,7 @@ use omr_store::ActiveKey;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::scheme::{Detection, DetectionScheme, Scheme};
+use crate::scheme::{DetectionScheme, Scheme};
 
 use cache::KeyCache;
 use leases::Leases;
@@ -231,26 +231,20 @@ impl<S: DetectionScheme> Worker<S> {
             .collect();
         let views = keys
             .iter()
-            .map(|k| KeyView {
-                head: self.reach(head, online.contains(&k.key_id)).min(head),
-                batch: match self.scheme.detection() {
-                    Detection::PerBatch { messages } => {
-                        self.cache
-                            .cursor(&k.key_id)
-                            .unwrap_or(k.cursor)
-                            .max(k.cursor)
-                            / messages.max(1) as u64
-                    }
-                    Detection::PerMessage => 0,
-                },
-                key_id: k.key_id.clone(),
-                cursor: self
+            .map(|k| {
+                let cursor = self
                     .cache
                     .cursor(&k.key_id)
                     .unwrap_or(k.cursor)
-                    .max(k.cursor),
-                online: online.contains(&k.key_id),
-                cached: self.cache.contains(&k.key_id),
+                    .max(k.cursor);
+                KeyView {
+                    head: self.reach(head, online.contains(&k.key_id)).min(head),
+                    batch: self.scheme.detection().batch().map_or(0, |d| cursor / d),
+                    key_id: k.key_id.clone(),
+                    cursor,
+                    online: online.contains(&k.key_id),
+                    cached: self.cache.contains(&k.key_id),
+                }
             })
             .collect::<Vec<_>>();
         self.queue.observe(&views, head, Instant::now());

@@ -15,7 +15,7 @@ use omr_store::{ActiveKey, StoreError, StoredAccumulator, StoredMessage};
 use super::cache::{CachedKey, KeyCache};
 use super::pool::{on_pool, Lane};
 use super::WorkerContext;
-use crate::scheme::{Detection, DetectionScheme};
+use crate::scheme::DetectionScheme;
 
 /// What one batch did.
 pub(super) struct Batch {
@@ -71,17 +71,12 @@ pub(super) async fn prepare<S: DetectionScheme>(
 ) -> anyhow::Result<Option<Job<S>>> {
     let cursor = next_index(cache, key);
     let scheme = cache.scheme().clone();
-    let per_batch = matches!(scheme.detection(), Detection::PerBatch { .. });
-    // A batch is detected from its first message, whatever was detected of it before.
-    let from = if per_batch {
-        ctx.epochs.start_of(cursor)
-    } else {
-        cursor
-    };
-    if per_batch {
-        // The board has no gaps below its head: the batch so far is `[from, end)`. When its
-        // shared work is still prepared, its messages are not read again (every key's job
-        // would read the same 12 MB of clues).
+    if scheme.detection().batch().is_some() {
+        // A batch is detected from its first message, whatever was detected of it before. The
+        // board has no gaps below its head: the batch so far is `[from, end)`. When its shared
+        // work is still prepared, its messages are not read again (every key's job would read
+        // the same 12 MB of clues).
+        let from = ctx.epochs.start_of(cursor);
         let head = ctx.store.board_head().await?;
         let end = head.min(reach).min(ctx.epochs.next_boundary(from));
         if end <= cursor {
@@ -111,7 +106,7 @@ pub(super) async fn prepare<S: DetectionScheme>(
             scheme,
         }));
     }
-    let messages = read_batch(ctx, from, limit).await?;
+    let messages = read_batch(ctx, cursor, limit).await?;
     if messages.is_empty() {
         return Ok(None);
     }

@@ -30,7 +30,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         };
         let epochs = self.state.epochs;
         let min_batch = self.policy().min_batch;
-        let per_batch = matches!(self.scheme.detection(), Detection::PerBatch { .. });
+        let per_batch = self.scheme.detection().batch().is_some();
         let mut served = 0u64;
         let mut ok = true;
         while !cancel.is_cancelled() {
@@ -145,11 +145,8 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     /// message within seconds: the open batch is detected again as it grows); the end of the
     /// last full batch for an offline key of a batch scheme (each batch detected once).
     pub(super) fn reach(&self, head: u64, online: bool) -> u64 {
-        match self.scheme.detection() {
-            Detection::PerBatch { messages } if !online => {
-                let d = messages.max(1) as u64;
-                head / d * d
-            }
+        match self.scheme.detection().batch() {
+            Some(d) if !online => head / d * d,
             _ => u64::MAX,
         }
     }
