@@ -8,13 +8,15 @@
 //!
 //! `check` is the first 4 bytes of SHA-256 over what precedes it, so a mistyped or truncated
 //! address is refused instead of sending to nobody. `omr keygen` writes it to `DIR/address`; `omr
-//! address` prints it. An omr-v1 address is 3,838 characters (its clue key is 2,838 bytes).
+//! address` prints it. An omr-v1 address is 3,838 characters (its clue key is 2,838 bytes); an
+//! omr-light-v1 address 4,200 (its clue key, the light address b = a·s + e, is 3,110 bytes).
+//! The clue key's header names its parameter set, so the address says it too.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use omr_core::ClueKey;
 use sha2::{Digest, Sha256};
 
+use crate::scheme::ClueKey;
 use crate::seal::{SealPublicKey, SEAL_KEY_LEN};
 
 /// What every address starts with.
@@ -96,7 +98,7 @@ mod tests {
     fn address() -> Address {
         let keys = omr_core::keygen(&omr_core::INSECURE_TEST, 2).unwrap();
         Address {
-            clue_key: keys.clue_key,
+            clue_key: keys.clue_key.into(),
             seal: SealKey::generate().public().clone(),
         }
     }
@@ -133,5 +135,19 @@ mod tests {
         assert!(e.contains("starts with \"omr1\""), "{e}");
         assert!(Address::parse("omr1").is_err());
         assert!(Address::parse("omr1!!!").is_err());
+    }
+
+    #[test]
+    fn a_light_address_round_trips_and_names_its_set() {
+        let secret = omr_light::SecretKey::generate(&omr_light::OMR_LIGHT_V1);
+        let a = Address {
+            clue_key: secret.address().into(),
+            seal: SealKey::generate().public().clone(),
+        };
+        let text = a.encode();
+        assert_eq!(text.len(), 4200);
+        let back = Address::parse(&text).unwrap();
+        assert_eq!(back.clue_key.param_set(), "omr-light-v1");
+        assert_eq!(back.clue_key.to_bytes(), a.clue_key.to_bytes());
     }
 }

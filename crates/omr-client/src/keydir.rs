@@ -6,9 +6,11 @@
 //! | `clue.key` | the public clue key (also inside `address`) | 0644 |
 //! | `seal.key` | the seal key: opens payloads sealed to the address | 0600 |
 //! | `address` | the recipient's address, one line, given to senders (`crate::address`) | 0644 |
-//! | `detection.key` | the detection key uploaded to omrd (≈ 107 MB for omr-v1) | 0644 |
+//! | `detection.key` | the detection key uploaded to omrd (≈ 107 MB for omr-v1, 32.5 MB for omr-light-v1) | 0644 |
 //! | `registration.json` | key id and access token from `omr register` | 0600 |
 //! | `digest-state.json` | the last index retrieved and the indices already seen | 0600 |
+//!
+//! The keys are of either scheme (TFHE or omr-light-v1): each file's header says which.
 //!
 //! Files are written to a temporary name in the directory and renamed, so a crash never leaves a
 //! half-written key; the directory itself is created 0700.
@@ -40,11 +42,12 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use omr_core::keys::{CLUE_KEY_LIMIT, DETECTION_KEY_LIMIT, SECRET_KEY_LIMIT};
-use omr_core::{ClueKey, KeySet, SecretKey};
+use omr_core::KeySet;
 use serde::{Deserialize, Serialize};
 
 use crate::address::{Address, MAX_ADDRESS_CHARS};
 use crate::error::{Error, Result};
+use crate::scheme::{ClueKey, Keys, SecretKey};
 use crate::seal::{SealKey, SEAL_KEY_LEN};
 
 pub const SECRET_KEY_FILE: &str = "secret.key";
@@ -101,6 +104,14 @@ pub struct DigestState {
     /// call: the rest wait for the next).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_attachments: Vec<PendingAttachment>,
+    /// omr-light-v1: messages detected whose payloads have not been fetched by PIR yet (their
+    /// epoch is open, or it held more than one round's queries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_payloads: Vec<u64>,
+    /// omr-light-v1: the first epoch whose PIR round has not been made (every epoch the key's
+    /// retrievals cover gets one round, whatever it holds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_pir_epoch: Option<u64>,
 }
 
 /// An attachment to fetch: its message's board index and its reference (sealed length,
@@ -137,8 +148,7 @@ impl DigestState {
         DigestState {
             key_id: reg.key_id.clone(),
             next_from: reg.start_index,
-            seen: BTreeSet::new(),
-            pending_attachments: Vec::new(),
+            ..DigestState::default()
         }
     }
 }
@@ -163,9 +173,14 @@ impl KeyDir {
         self.path.join(name)
     }
 
-    /// Write a freshly generated key set. Refuses to overwrite an existing secret key unless
-    /// `overwrite` (losing a secret key loses every digest made for it).
+    /// Write a freshly generated TFHE key set (see [`KeyDir::create_keys`]).
     pub fn create(path: impl Into<PathBuf>, keys: &KeySet, overwrite: bool) -> Result<KeyDir> {
+        Self::create_keys(path, &Keys::from(keys), overwrite)
+    }
+
+    /// Write freshly generated keys of either scheme. Refuses to overwrite an existing secret
+    /// key unless `overwrite` (losing a secret key loses every digest made for it).
+    pub fn create_keys(path: impl Into<PathBuf>, keys: &Keys, overwrite: bool) -> Result<KeyDir> {
         let dir = KeyDir::new(path);
         let secret = dir.file(SECRET_KEY_FILE);
         if secret.exists() && !overwrite {
@@ -177,7 +192,7 @@ impl KeyDir {
         create_private_dir(&dir.path)?;
         dir.write(SECRET_KEY_FILE, &keys.secret.to_bytes(), true)?;
         dir.write(CLUE_KEY_FILE, &keys.clue_key.to_bytes(), false)?;
-        dir.write(DETECTION_KEY_FILE, &keys.detection_key.to_bytes(), false)?;
+        dir.write(DETECTION_KEY_FILE, &keys.detection_key, false)?;
         let seal = SealKey::generate();
         dir.write(SEAL_KEY_FILE, &seal.to_bytes(), true)?;
         let address = Address {
@@ -196,7 +211,19 @@ impl KeyDir {
         Ok(dir)
     }
 
-    pub fn secret_key(&self) -> Result<SecretKey> {
+    /// The TFHE secret key (an omr-light-v1 directory is refused: see [`KeyDir::secret`]).
+    pub fn secret_key(&self) -> Result<omr_core::SecretKey> {
+        match self.secret()? {
+            SecretKey::Tfhe(k) => Ok(k),
+            SecretKey::Light(_) => Err(Error::bad_file(
+                self.file(SECRET_KEY_FILE),
+                "an omr-light-v1 secret key, not a TFHE one (KeyDir::secret reads either)",
+            )),
+        }
+    }
+
+    /// The secret key, of either scheme.
+    pub fn secret(&self) -> Result<SecretKey> {
         let path = self.file(SECRET_KEY_FILE);
         let bytes = read(&path, SECRET_KEY_LIMIT, "secret key")?;
         SecretKey::from_bytes(&bytes)

@@ -15,6 +15,10 @@
 //!   recipient's [`Address`] (clue key and seal public key, one line of text) and seals before
 //!   posting; [`Retrieval::open`] opens what retrieval decoded with
 //!   the recipient's [`SealKey`]. [`Client::send`] posts a payload as it is (readable by anyone).
+//! - Both detection schemes: TFHE (`omr-v1`, `omr-v2`) and the linear `omr-light-v1`
+//!   ([`scheme`]). Keys, addresses and digests say their scheme in their headers; on
+//!   omr-light-v1 [`Client::retrieve`] fetches the payloads by PIR, a fixed
+//!   [`LIGHT_QUERIES_PER_EPOCH`] queries from every closed epoch.
 //! - [`KeyDir`] keeps a recipient's keys, address, registration and retrieval state in a
 //!   directory, the secret parts with mode 0600.
 //! - Errors are one enum, [`Error`], naming the server or file and what to do;
@@ -66,14 +70,19 @@ mod error;
 pub mod keydir;
 pub mod postage;
 mod retrieve;
+pub mod scheme;
 pub mod seal;
 
 pub use address::Address;
-pub use client::{Client, ClientOptions, FetchedDigest, KeyStatus, Progress, Sent, ServerParams};
+pub use client::{
+    Client, ClientOptions, FetchedDigest, KeyStatus, PirFetch, Progress, Sent, ServerParams,
+    LIGHT_QUERIES_PER_EPOCH,
+};
 pub use error::{Api, Error, Result};
 pub use keydir::{DigestState, KeyDir, PendingAttachment, Registration};
 pub use omr_api::invite::normalize_invite_code;
 pub use omr_api::StartAt;
 pub use postage::Stamp;
 pub use retrieve::{split_point, Received, Retrieval};
+pub use scheme::{ClueKey, Digest, Keys, Secret, SecretKey};
 pub use seal::{AttachmentRef, Letter, SealKey, SealPublicKey};

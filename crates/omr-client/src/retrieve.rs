@@ -1,20 +1,36 @@
 //! Retrieval: fetch what is new for a key since the last call, decode it, drop what was already
-//! seen, and split a range that holds more than k̄ messages.
+//! seen, and split a range that holds more than k̄ messages (TFHE) or fetch the payloads by PIR
+//! (omr-light-v1, see `client/light.rs`).
+
+use std::collections::BTreeMap;
 
 use omr_core::{OmrError, Retrieved, SecretKey};
 use serde::Serialize;
 
-use crate::client::{Client, FetchedDigest, Progress};
-use crate::error::{Error, Result};
+use crate::client::{pertinent, Client, FetchedDigest, PirFetch, Progress};
+use crate::error::{Api, Error, Result};
 use crate::keydir::{DigestState, Registration};
+use crate::scheme::{Digest, Secret};
 use crate::seal::{AttachmentRef, Letter, SealKey};
 
 /// What one [`Client::retrieve`] call found.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Retrieval {
-    /// Messages not retrieved before, by index.
+    /// Messages not retrieved before, by index, with their payloads.
     #[serde(skip)]
     pub messages: Vec<Retrieved>,
+    /// omr-light-v1: messages detected (this call or before) whose payloads have not been
+    /// fetched yet, because their epoch has not closed (or held more than one round's
+    /// queries): a later call fetches them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<u64>,
+    /// omr-light-v1: what fetching payloads by PIR cost in this call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pir: Option<PirFetch>,
+    /// omr-light-v1: the sealed attachments that came with their messages' payloads, by index
+    /// (open them with the reference the letter names).
+    #[serde(skip)]
+    pub attachments: BTreeMap<u64, Vec<u8>>,
     /// Board range examined: every pertinent message in `[from, to)` has now been retrieved.
     pub from: u64,
     pub to: u64,
@@ -67,16 +83,24 @@ impl Client {
     /// than k̄ messages at an epoch boundary and asks for both halves, and skips messages already
     /// in `state.seen` (digests start on epoch boundaries, so a digest may cover part of the last
     /// one again). On success `state` is advanced; save it to make the next call incremental.
-    pub async fn retrieve(
+    ///
+    /// On omr-light-v1 (`secret` is a light key) the digest names the messages and their
+    /// payloads come by PIR from each closed epoch, in a fixed number of queries per epoch
+    /// (`client/light.rs`); messages of an open epoch are in [`Retrieval::pending`] until a
+    /// call after it closes.
+    pub async fn retrieve<'s>(
         &self,
-        secret: &SecretKey,
+        secret: impl Into<Secret<'s>>,
         reg: &Registration,
         state: &mut DigestState,
         progress: Option<Progress>,
     ) -> Result<Retrieval> {
+        let secret = secret.into();
         if state.key_id != reg.key_id {
             *state = DigestState::new(reg);
         }
+        // The server's epoch length, from every digest's headers (the loop runs at least once).
+        let mut epoch_len;
         let mut out = Retrieval {
             from: state.next_from,
             to: state.next_from,
@@ -89,14 +113,30 @@ impl Client {
             out.board_head = d.board_head;
             out.lag = d.lag;
             let (epoch, more) = (d.epoch_length.max(1), d.next_from);
-            let (found, end) = self
-                .decode_or_split(secret, reg, d, &mut out, progress.clone())
-                .await?;
-            for r in found {
-                if state.seen.insert(r.index) {
-                    out.messages.push(r);
+            epoch_len = epoch;
+            let end = match secret {
+                Secret::Tfhe(secret) => {
+                    let (found, end) = self
+                        .decode_or_split(secret, reg, d, &mut out, progress.clone())
+                        .await?;
+                    for r in found {
+                        if state.seen.insert(r.index) {
+                            out.messages.push(r);
+                        }
+                    }
+                    end
                 }
-            }
+                Secret::Light(secret) => {
+                    out.digests += 1;
+                    out.digest_bytes += d.encoded_bytes;
+                    for index in pertinent(self, secret, &d)? {
+                        if state.seen.insert(index) {
+                            state.pending_payloads.push(index);
+                        }
+                    }
+                    d.range_end
+                }
+            };
             let advanced = end > state.next_from;
             state.next_from = state.next_from.max(end);
             // The next digest starts at the epoch boundary at or below `next_from` (or at the
@@ -107,6 +147,10 @@ impl Client {
             if more.is_none() || !advanced {
                 break;
             }
+        }
+        if let Secret::Light(_) = secret {
+            self.fetch_light_payloads(reg, state, &mut out, epoch_len)
+                .await?;
         }
         out.messages.sort_by_key(|r| r.index);
         Ok(out)
@@ -124,7 +168,11 @@ impl Client {
     ) -> Result<(Vec<Retrieved>, u64)> {
         out.digests += 1;
         out.digest_bytes += d.encoded_bytes;
-        match secret.decode(&d.digest) {
+        let Digest::Tfhe(digest) = &d.digest else {
+            let what = "an omr-light-v1 digest for a TFHE key".to_string();
+            return Err(self.protocol(Api::Http, what));
+        };
+        match secret.decode(digest) {
             Ok(found) => Ok((found, d.range_end)),
             Err(OmrError::Overflow { kbar, .. }) => {
                 let (start, end) = (d.range_start, d.range_end);

@@ -7,14 +7,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
-use omr_client::{Client, DigestState, Error, PendingAttachment, Received, SealKey};
+use omr_client::{Client, DigestState, Error, PendingAttachment, Received, Retrieval, SealKey};
 use serde_json::{json, Value};
 
 use crate::ui::Ui;
 
-/// Remember the attachments that `letters` name.
-pub fn collect(state: &mut DigestState, letters: &[Received]) {
+/// Remember the attachments that `letters` name, but for those that came with their payloads
+/// (omr-light-v1: see [`arrived`]).
+pub fn collect(state: &mut DigestState, got: &Retrieval, letters: &[Received]) {
     for m in letters {
+        if got.attachments.contains_key(&m.index) {
+            continue;
+        }
         if let Some(r) = &m.attachment {
             if !state.pending_attachments.iter().any(|p| p.index == m.index) {
                 state
@@ -23,6 +27,46 @@ pub fn collect(state: &mut DigestState, letters: &[Received]) {
             }
         }
     }
+}
+
+/// omr-light-v1: the attachments that came by PIR with their payloads, checked against their
+/// letters' references and opened; written to `out`/INDEX.attachment when given.
+pub fn arrived(
+    seal: Option<&SealKey>,
+    got: &Retrieval,
+    letters: &[Received],
+    out: Option<&Path>,
+) -> anyhow::Result<Vec<Outcome>> {
+    let mut outcomes = Vec::new();
+    for m in letters {
+        let (Some(sealed), Some(reference), Some(seal)) =
+            (got.attachments.get(&m.index), &m.attachment, seal)
+        else {
+            continue;
+        };
+        let mut outcome = Outcome {
+            index: m.index,
+            bytes: (reference.len as usize).saturating_sub(omr_client::seal::SEAL_OVERHEAD),
+            status: "fetched with its payload".into(),
+            file: None,
+        };
+        match (seal.open_attachment(sealed, reference), out) {
+            (Err(e), _) => outcome.status = format!("failed: {e}"),
+            (Ok(_), None) => {
+                outcome.status = "fetched with its payload, not written (pass --out DIR)".into()
+            }
+            (Ok(bytes), Some(out)) => {
+                std::fs::create_dir_all(out)
+                    .with_context(|| format!("cannot create {}", out.display()))?;
+                let path = out.join(format!("{}.attachment", m.index));
+                std::fs::write(&path, &bytes)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                outcome.file = Some(path.display().to_string());
+            }
+        }
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
 }
 
 /// What became of one pending attachment in this call.

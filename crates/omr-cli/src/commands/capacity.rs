@@ -9,6 +9,10 @@
 //!   p99 and max, and what was still waiting at the end;
 //! - the time spent loading keys against the time spent detecting.
 //!
+//! On omr-light-v1 (`--param-set omr-light-v1`) a key that is not online is detected a whole
+//! batch (4,096 messages) at a time, so every other key's coverage is measured up to the last
+//! full batch; the online recipient's freshness is measured as on the TFHE lane.
+//!
 //! By default a warm-up comes first (one message every key detects), so that every key's first
 //! load from the store is not counted in the steady state; it is reported on its own.
 
@@ -18,8 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use omr_client::{Client, Registration, StartAt};
-use omr_core::{KeySet, ParamSet};
+use omr_client::{Client, Keys, Registration, StartAt};
 use rand::Rng;
 use serde_json::json;
 
@@ -57,8 +60,11 @@ pub struct CapacityArgs {
     /// Detection threads [default: one per core].
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Parameter set: omr-v1, omr-v2 or omr-light-v1.
+    #[arg(long, default_value = "omr-v1")]
+    param_set: String,
     /// Use the fast insecure-test parameter set (NOT secure; to try the benchmark quickly).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "param_set")]
     insecure_test_params: bool,
     /// Keep the embedded omrd's data directory here instead of a temporary one.
     #[arg(long, value_name = "DIR")]
@@ -72,23 +78,35 @@ type Posted = Arc<Mutex<HashMap<u64, Instant>>>;
 type Covered = Arc<Mutex<HashMap<String, Vec<f64>>>>;
 
 pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
-    let params: &'static ParamSet = if a.insecure_test_params {
-        &omr_core::INSECURE_TEST
-    } else {
-        &omr_core::OMR_V1
+    let name = match a.insecure_test_params {
+        true => omr_core::INSECURE_TEST.name,
+        false => a.param_set.as_str(),
     };
+    let (set, insecure, _) = omr_client::scheme::param_set(name)
+        .with_context(|| format!("unknown parameter set {name:?}"))?;
+    let light = omr_light::LightParams::by_name(set);
     let distinct = a.distinct.clamp(1, a.keys.max(1));
     let pb = ui.items("generating keys", distinct as u64, "");
-    let mut sets: Vec<KeySet> = Vec::new();
+    let mut sets: Vec<Keys> = Vec::new();
     for _ in 0..distinct {
-        sets.push(tokio::task::spawn_blocking(move || omr_core::keygen(params, 4)).await??);
+        sets.push(tokio::task::spawn_blocking(move || Keys::generate(set, 4)).await??);
         pb.inc(1);
     }
     pb.finish_and_clear();
     let key_bytes = {
         let dk = sets[0].detection_key.clone();
-        tokio::task::spawn_blocking(move || dk.expand().memory_bytes() as u64).await?
+        tokio::task::spawn_blocking(move || match light {
+            Some(_) => omr_light::DetectionKey::from_bytes(&dk).map(|k| k.expand().memory_bytes()),
+            None => {
+                omr_core::CompressedDetectionKey::from_bytes(&dk).map(|k| k.expand().memory_bytes())
+            }
+        })
+        .await?? as u64
     };
+    // Where a key that is not online is detected to: the board head, or on a batch scheme the
+    // last full batch.
+    let batch = light.map_or(1, |p| p.batch as u64);
+    let full = move |head: u64| head / batch * batch;
     let tmp = tempfile::tempdir().context("creating a temporary directory")?;
     let data_dir = a
         .data_dir
@@ -98,8 +116,8 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
         http_addr: "127.0.0.1:0".parse()?,
         grpc_addr: "127.0.0.1:0".parse()?,
         data_dir,
-        param_set: params.name.to_string(),
-        allow_insecure_params: params.insecure,
+        param_set: set.to_string(),
+        allow_insecure_params: insecure,
         worker_threads: a.threads,
         key_memory_bytes: a.memory_keys.max(1) * key_bytes + key_bytes / 2,
         key_max_wait_secs: a.max_wait_secs,
@@ -157,7 +175,7 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
         let before = counters(&client).await?;
         let pb = ui.items("warming up: every key's first load", 1, "");
         let idx = post(&client, &sets, &posted).await?;
-        let drained = wait_all_covered(&store, idx + 1, a.max_wait_secs).await?;
+        let drained = wait_all_covered(&store, full(idx + 1), a.max_wait_secs).await?;
         pb.finish_and_clear();
         let after = counters(&client).await?;
         anyhow::ensure!(drained, "warm-up: not every key detected message {idx}");
@@ -185,7 +203,7 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
     pb.finish_and_clear();
     let head = store.board_head().await?;
     let pb = ui.items("waiting for every key to catch up", 1, "");
-    let drained = wait_all_covered(&store, head, a.max_wait_secs).await?;
+    let drained = wait_all_covered(&store, full(head), a.max_wait_secs).await?;
     pb.finish_and_clear();
     let elapsed = started.elapsed().as_secs_f64();
     let after = counters(&client).await?;
@@ -193,7 +211,7 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
     keep_online.abort();
     let mut pending = 0u64;
     for k in store.active_keys().await? {
-        pending += head.saturating_sub(k.cursor);
+        pending += full(head).saturating_sub(k.cursor);
     }
     let _ = stop.send(());
     server.await??;
@@ -211,7 +229,9 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
     let detect_secs = after.1 - before.1;
     let report = json!({
         "cpu": ui::cpu_name(),
-        "param_set": params.name,
+        "param_set": set,
+        // What "covered" means for a key that is not online.
+        "offline_detected_to": if light.is_some() { "the last full batch" } else { "the board head" },
         "keys": a.keys,
         "memory_keys": a.memory_keys,
         "expanded_key_bytes": key_bytes,
@@ -247,14 +267,14 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
     Ok(())
 }
 
-async fn register(client: &Client, keys: &KeySet) -> anyhow::Result<Registration> {
+async fn register(client: &Client, keys: &Keys) -> anyhow::Result<Registration> {
     Ok(client
-        .register(&keys.detection_key.to_bytes(), StartAt::Now, None)
+        .register(&keys.detection_key, StartAt::Now, None)
         .await?)
 }
 
 /// Post one message to a random key set; remember when it was acknowledged.
-async fn post(client: &Client, sets: &[KeySet], posted: &Posted) -> anyhow::Result<u64> {
+async fn post(client: &Client, sets: &[Keys], posted: &Posted) -> anyhow::Result<u64> {
     let to = rand::thread_rng().gen_range(0..sets.len());
     let idx = client.send(&sets[to].clue_key, b"capacity").await?;
     posted.lock().expect("lock").insert(idx, Instant::now());

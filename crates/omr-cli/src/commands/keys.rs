@@ -7,8 +7,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use omr_client::keydir::{self, KeyDir};
-use omr_client::StartAt;
-use omr_core::ParamSet;
+use omr_client::{Keys, StartAt};
 use serde_json::json;
 
 use crate::ui::{self, Ui};
@@ -20,11 +19,13 @@ pub struct KeygenArgs {
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     /// Most messages one digest decodes (k̄); more in a range makes `omr digest` split it
-    /// [default: 50, or the parameter set's maximum if lower].
+    /// [default: 50, or the parameter set's maximum if lower; omr-light-v1 has no k̄: its
+    /// digest names every message of its range].
     #[arg(long)]
     kbar: Option<usize>,
-    /// Parameter set; must be the server's (`omr-v1`, or `omr-v2`: a quarter faster to detect,
-    /// 60 MB to upload instead of 107 MB).
+    /// Parameter set; must be the server's: `omr-v1`, `omr-v2` (a quarter faster to detect,
+    /// 60 MB to upload instead of 107 MB), or `omr-light-v1` (linear detection, thousands of
+    /// times cheaper to serve; a 32.5 MB key; payloads fetched by PIR once their epoch closes).
     #[arg(long, default_value = "omr-v1")]
     param_set: String,
     /// Allow a parameter set marked insecure (insecure-test): for tests only.
@@ -36,20 +37,25 @@ pub struct KeygenArgs {
 }
 
 pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
-    let params = param_set(&a.param_set, a.allow_insecure_params)?;
-    let kbar = a.kbar.unwrap_or(50.min(params.max_kbar));
+    let (name, max_kbar) = param_set(&a.param_set, a.allow_insecure_params)?;
+    if a.kbar.is_some_and(|k| k != 1) && name == omr_client::scheme::LIGHT_SET {
+        bail!(
+            "--kbar does not apply to {name}: its digest names every message of its range (k̄ is 1)"
+        );
+    }
+    let kbar = a.kbar.unwrap_or(50.min(max_kbar));
     if KeyDir::new(&a.out).file(keydir::SECRET_KEY_FILE).exists() && !a.force {
         bail!(
             "{} already holds a secret key; choose another directory or pass --force to replace it",
             a.out.display()
         );
     }
-    let pb = ui.spinner(format!("generating {} keys (k̄ = {kbar})", params.name));
+    let pb = ui.spinner(format!("generating {name} keys (k̄ = {kbar})"));
     let started = Instant::now();
-    let keys = tokio::task::spawn_blocking(move || omr_core::keygen(params, kbar)).await??;
+    let keys = tokio::task::spawn_blocking(move || Keys::generate(name, kbar)).await??;
     let elapsed = started.elapsed();
     pb.finish_and_clear();
-    let dir = KeyDir::create(&a.out, &keys, a.force)?;
+    let dir = KeyDir::create_keys(&a.out, &keys, a.force)?;
     let files = [
         (keydir::SECRET_KEY_FILE, "secret: keep it (mode 0600)"),
         (
@@ -76,7 +82,7 @@ pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     if json {
         print_json(&json!({
             "dir": dir.path(),
-            "param_set": params.name,
+            "param_set": name,
             "kbar": kbar,
             "keygen_ms": elapsed.as_secs_f64() * 1e3,
             "files": files.iter().zip(&sizes).map(|((f, _), s)| json!({
@@ -85,8 +91,7 @@ pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         }));
     } else {
         println!(
-            "Generated {} keys (k̄ = {kbar}) in {}:",
-            params.name,
+            "Generated {name} keys (k̄ = {kbar}) in {}:",
             ui::secs(elapsed)
         );
         for ((f, what), s) in files.iter().zip(&sizes) {
@@ -100,17 +105,19 @@ pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn param_set(name: &str, allow_insecure: bool) -> anyhow::Result<&'static ParamSet> {
-    let params = ParamSet::by_name(name).with_context(|| {
-        format!("unknown parameter set {name:?} (known: omr-v1, omr-v2; insecure-test for tests)")
+/// The parameter set `name` (either scheme): its name and largest k̄.
+fn param_set(name: &str, allow_insecure: bool) -> anyhow::Result<(&'static str, usize)> {
+    let (name, insecure, max_kbar) = omr_client::scheme::param_set(name).with_context(|| {
+        format!(
+            "unknown parameter set {name:?} (known: omr-v1, omr-v2, omr-light-v1; insecure-test for tests)"
+        )
     })?;
-    if params.insecure && !allow_insecure {
+    if insecure && !allow_insecure {
         bail!(
-            "parameter set {} is insecure (for tests only); pass --allow-insecure-params to use it anyway",
-            params.name
+            "parameter set {name} is insecure (for tests only); pass --allow-insecure-params to use it anyway"
         );
     }
-    Ok(params)
+    Ok((name, max_kbar))
 }
 
 #[derive(Debug, Args)]
@@ -250,7 +257,7 @@ pub async fn address(a: AddressArgs, json: bool) -> anyhow::Result<()> {
         print_json(&json!({
             "address": text,
             "chars": text.len(),
-            "param_set": address.clue_key.params().name,
+            "param_set": address.clue_key.param_set(),
         }));
     } else {
         println!("{text}");

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Args;
 use omr_client::keydir::{self, DigestState, KeyDir, Registration};
-use omr_client::{Address, Client, ClientOptions, Progress, SealKey};
-use omr_core::SecretKey;
+use omr_client::{
+    Address, Client, ClientOptions, ClueKey, Progress, Retrieval, SealKey, SecretKey,
+};
 use serde_json::json;
 
 use super::attachments;
@@ -55,7 +56,7 @@ pub struct SendArgs {
 enum Recipient {
     Address(Address),
     /// A clue key alone (from `clue.key`): no seal key.
-    ClueKey(omr_core::ClueKey),
+    ClueKey(ClueKey),
 }
 
 /// `--to`: an address, an address file, or a clue key file.
@@ -107,8 +108,7 @@ pub async fn send(a: SendArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         (None, None) => unreachable!("clap requires --payload or --message"),
     };
     if seal_to.is_none() {
-        omr_core::validate_payload(clue_key.params(), &payload)
-            .with_context(|| format!("payload for {}", a.to))?;
+        (clue_key.validate_payload(&payload)).with_context(|| format!("payload for {}", a.to))?;
     }
     let attachment = match &a.attach {
         Some(path) => Some(
@@ -207,7 +207,7 @@ const FOLLOW_RETRY: Duration = Duration::from_secs(5);
 pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let dir = KeyDir::new(&a.keys.keys);
     let reg = dir.require_registration()?;
-    let secret = dir.secret_key()?;
+    let secret = dir.secret()?;
     let seal = seal_key(&dir)?;
     let mut state = dir.digest_state(&reg)?;
     if let Some(from) = a.from {
@@ -224,15 +224,17 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let got = got?;
     let elapsed = started.elapsed();
     let letters = open(seal.as_ref(), &got);
-    write_payloads(a.out.as_deref(), &letters)?;
-    attachments::collect(&mut state, &letters);
+    let out = a.out.as_deref();
+    write_payloads(out, &letters)?;
+    let arrived = attachments::arrived(seal.as_ref(), &got, &letters, out)?;
+    attachments::collect(&mut state, &got, &letters);
     // Only now that the payloads are safe is the state advanced on disk.
     dir.save_digest_state(&state)?;
-    let out = a.out.as_deref();
     let fetched =
         attachments::fetch(&client, seal.as_ref(), &mut state, out, got.board_head, &ui).await;
     dir.save_digest_state(&state)?;
-    let fetched = fetched?;
+    let mut fetched = fetched?;
+    fetched.splice(0..0, arrived);
     if json {
         let mut v = serde_json::to_value(&got).expect("serializable");
         v["key_id"] = json!(reg.key_id);
@@ -257,6 +259,7 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         for m in &letters {
             print_message(m);
         }
+        print_light(&got);
         fetched.iter().for_each(attachments::Outcome::print);
     }
     if a.follow {
@@ -275,6 +278,24 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// omr-light-v1: the messages whose payloads wait for their epoch to close, and what the PIR
+/// fetch of the others cost.
+fn print_light(got: &Retrieval) {
+    if let Some(pir) = &got.pir {
+        println!(
+            "  payloads by PIR: {} epoch{}, {} queries ({} up, {} down)",
+            pir.epochs,
+            if pir.epochs == 1 { "" } else { "s" },
+            pir.queries,
+            ui::size(pir.bytes_up),
+            ui::size(pir.bytes_down)
+        );
+    }
+    for index in &got.pending {
+        println!("  #{index:<8} detected; its payload comes by PIR once its epoch closes");
+    }
 }
 
 /// `omr digest --follow` after the first retrieval: wait for the server to detect past what
@@ -298,6 +319,8 @@ impl Following<'_> {
             );
         }
         let mut past = state.next_from;
+        let mut announced: std::collections::BTreeSet<u64> =
+            state.pending_payloads.iter().copied().collect();
         loop {
             let status = match self
                 .client
@@ -322,7 +345,8 @@ impl Following<'_> {
                 .await?;
             let letters = open(self.seal, &got);
             write_payloads(self.out, &letters)?;
-            attachments::collect(&mut state, &letters);
+            let arrived = attachments::arrived(self.seal, &got, &letters, self.out)?;
+            attachments::collect(&mut state, &got, &letters);
             self.dir.save_digest_state(&state)?;
             for m in &letters {
                 if self.json {
@@ -332,6 +356,22 @@ impl Following<'_> {
                 } else {
                     print_message(m);
                 }
+            }
+            // omr-light-v1: a message detected in the open epoch, its payload not fetched yet.
+            for &index in got.pending.iter().filter(|i| !announced.contains(i)) {
+                if self.json {
+                    print_json(
+                        &json!({"index": index, "pending": true, "key_id": self.reg.key_id}),
+                    );
+                } else {
+                    println!(
+                        "  #{index:<8} detected; its payload comes by PIR once its epoch closes"
+                    );
+                }
+            }
+            announced = got.pending.iter().copied().collect();
+            if !self.json {
+                arrived.iter().for_each(attachments::Outcome::print);
             }
             // The digest covered up to the cursor it saw (at least the one waited for).
             past = state.next_from.max(status.cursor);

@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use omr_client::{Client, Registration};
-use omr_core::{KeySet, ParamSet};
+use omr_client::{Client, Keys, Registration};
 use serde_json::json;
 
 use crate::print_json;
@@ -24,9 +23,10 @@ pub struct DemoArgs {
     /// Recipients (each holds an expanded detection key in the server: ≈ 362 MB for omr-v1).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=8))]
     recipients: u64,
-    /// Messages on the board.
-    #[arg(long, default_value_t = 24)]
-    messages: usize,
+    /// Messages on the board [default: 24; omr-light-v1: 4,120, so that the first epoch
+    /// closes and its payloads come by PIR, while the last 24 wait in the open one].
+    #[arg(long)]
+    messages: Option<usize>,
     /// Messages sent to each recipient (the rest go to an outsider).
     #[arg(long, default_value_t = 2)]
     per_recipient: usize,
@@ -36,8 +36,11 @@ pub struct DemoArgs {
     /// Detection threads in the embedded omrd [default: one per core].
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Parameter set: omr-v1, omr-v2 or omr-light-v1 (linear detection; payloads by PIR).
+    #[arg(long, default_value = "omr-v1")]
+    param_set: String,
     /// Use the fast insecure-test parameter set (NOT secure; to try things quickly).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "param_set")]
     insecure_test_params: bool,
     /// Keep the embedded omrd's data directory here instead of a temporary one.
     #[arg(long, value_name = "DIR")]
@@ -46,28 +49,31 @@ pub struct DemoArgs {
 
 struct Recipient {
     name: String,
-    keys: KeySet,
+    keys: Keys,
     reg: Registration,
     /// What was sent to it: board index → payload.
     sent: BTreeMap<u64, Vec<u8>>,
 }
 
 pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
-    let params: &'static ParamSet = if a.insecure_test_params {
-        &omr_core::INSECURE_TEST
-    } else {
-        &omr_core::OMR_V1
+    let name = match a.insecure_test_params {
+        true => omr_core::INSECURE_TEST.name,
+        false => a.param_set.as_str(),
     };
+    let (set, insecure, max_kbar) = omr_client::scheme::param_set(name).with_context(|| {
+        format!("unknown parameter set {name:?} (known: omr-v1, omr-v2, omr-light-v1)")
+    })?;
+    let light = set == omr_client::scheme::LIGHT_SET;
+    let messages = a.messages.unwrap_or(if light { 4096 + 24 } else { 24 });
     let n = a.recipients as usize;
-    let kbar = a.kbar.min(params.max_kbar);
-    if a.per_recipient * n > a.messages {
+    let kbar = a.kbar.min(max_kbar);
+    if a.per_recipient * n > messages {
         bail!(
-            "--per-recipient {} × --recipients {n} is more than --messages {}",
+            "--per-recipient {} × --recipients {n} is more than --messages {messages}",
             a.per_recipient,
-            a.messages
         );
     }
-    if a.per_recipient > kbar {
+    if a.per_recipient > kbar && !light {
         bail!(
             "--per-recipient {} is more than k̄ = {kbar}",
             a.per_recipient
@@ -90,12 +96,14 @@ pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
         http_addr: "127.0.0.1:0".parse()?,
         grpc_addr: "127.0.0.1:0".parse()?,
         data_dir: data_dir.clone(),
-        param_set: params.name.to_string(),
-        allow_insecure_params: params.insecure,
+        param_set: set.to_string(),
+        allow_insecure_params: insecure,
         worker_threads: a.threads,
         // Every key stays in memory for the whole demo: files of expanded keys would never be
         // read back.
         key_disk_bytes: Some(0),
+        // omr-light-v1's PIR records are whole messages: without attachments they stay small.
+        max_attachment_bytes: if light { 0 } else { 64 * 1024 },
         ..Default::default()
     }
     .without_rate_limits();
@@ -115,8 +123,8 @@ pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
     }));
     say(format!(
         "omrd ({}{}) on {http} (HTTP) and {grpc} (gRPC), SQLite in {}",
-        params.name,
-        if params.insecure {
+        set,
+        if insecure {
             ", INSECURE test parameters"
         } else {
             ""
@@ -125,7 +133,7 @@ pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
     ));
     let client = Client::new(&http, &grpc)?;
 
-    let result = phases::flow(&a, params, kbar, &client, ui, &say).await;
+    let result = phases::flow(&a, set, messages, kbar, &client, ui, &say).await;
     let _ = stop.send(());
     server.await.context("omrd task")??;
     let (report, ok) = result?;

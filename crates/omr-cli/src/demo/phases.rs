@@ -1,12 +1,11 @@
 //! The demo's phases against a running omrd: keys, registration, the board, detection,
 //! retrieval compared with what was sent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use omr_client::{Client, DigestState, StartAt};
-use omr_core::{KeySet, Message, ParamSet};
+use omr_client::{Client, DigestState, Keys, StartAt};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use serde_json::json;
@@ -16,7 +15,8 @@ use crate::ui::{self, Ui};
 
 pub(super) async fn flow(
     a: &DemoArgs,
-    params: &'static ParamSet,
+    set: &'static str,
+    messages: usize,
     kbar: usize,
     client: &Client,
     ui: Ui,
@@ -28,18 +28,18 @@ pub(super) async fn flow(
         say,
         timings: serde_json::Map::new(),
     };
-    let (sets, outsider) = demo
-        .generate_keys(params, kbar, a.recipients as usize)
-        .await?;
+    let (sets, outsider) = demo.generate_keys(set, kbar, a.recipients as usize).await?;
     let mut recipients = demo.register(sets).await?;
-    demo.post_board(a, &mut recipients, &outsider).await?;
-    demo.wait_for_detection(&recipients, a.messages).await?;
+    let light = set == omr_client::scheme::LIGHT_SET;
+    demo.post_board(a, light, messages, &mut recipients, &outsider)
+        .await?;
+    demo.wait_for_detection(&recipients, messages).await?;
     let (report_recipients, ok) = demo.retrieve(&recipients).await?;
     Ok((
         json!({
-            "param_set": params.name,
+            "param_set": set,
             "recipients": report_recipients,
-            "messages": a.messages,
+            "messages": messages,
             "kbar": kbar,
             "timings_ms": demo.timings,
             "ok": ok,
@@ -73,16 +73,16 @@ impl Demo<'_> {
     /// One key set per recipient, and one for an outsider who receives the noise.
     async fn generate_keys(
         &mut self,
-        params: &'static ParamSet,
+        set: &'static str,
         kbar: usize,
         n: usize,
-    ) -> anyhow::Result<(Vec<KeySet>, KeySet)> {
+    ) -> anyhow::Result<(Vec<Keys>, Keys)> {
         let t = Instant::now();
-        let label = format!("generating {} keys", params.name);
+        let label = format!("generating {set} keys");
         let pb = self.ui.items(label, n as u64 + 1, "key sets");
         let mut sets = Vec::with_capacity(n + 1);
         for _ in 0..=n {
-            sets.push(tokio::task::spawn_blocking(move || omr_core::keygen(params, kbar)).await??);
+            sets.push(tokio::task::spawn_blocking(move || Keys::generate(set, kbar)).await??);
             pb.inc(1);
         }
         pb.finish_and_clear();
@@ -97,15 +97,16 @@ impl Demo<'_> {
     }
 
     /// Upload each recipient's detection key over gRPC.
-    async fn register(&mut self, sets: Vec<KeySet>) -> anyhow::Result<Vec<Recipient>> {
+    async fn register(&mut self, sets: Vec<Keys>) -> anyhow::Result<Vec<Recipient>> {
         let t = Instant::now();
         let n = sets.len();
-        let encoded: Vec<Vec<u8>> = sets.iter().map(|k| k.detection_key.to_bytes()).collect();
-        let total: u64 = encoded.iter().map(|k| k.len() as u64).sum();
+        let total: u64 = sets.iter().map(|k| k.detection_key.len() as u64).sum();
+        let key_bytes = sets[0].detection_key.len() as u64;
         let pb = self.ui.bytes("registering detection keys", total);
         let mut recipients = Vec::with_capacity(n);
         let mut offset = 0u64;
-        for ((keys, key), name) in sets.into_iter().zip(&encoded).zip(NAMES) {
+        for (keys, name) in sets.into_iter().zip(NAMES) {
+            let key = &keys.detection_key;
             let p = pb.clone();
             let base = offset;
             let progress: omr_client::Progress =
@@ -128,7 +129,7 @@ impl Demo<'_> {
         (self.say)(format!(
             "registered {n} detection key{} ({} each) in {}",
             plural(n),
-            ui::size(encoded[0].len() as u64),
+            ui::size(key_bytes),
             ui::secs(t.elapsed())
         ));
         Ok(recipients)
@@ -139,27 +140,30 @@ impl Demo<'_> {
     async fn post_board(
         &mut self,
         a: &DemoArgs,
+        light: bool,
+        messages: usize,
         recipients: &mut [Recipient],
-        outsider: &KeySet,
+        outsider: &Keys,
     ) -> anyhow::Result<()> {
         let t = Instant::now();
         let n = recipients.len();
-        let planned = plan_board(a, recipients);
+        let open_from = self.client.params().await?.epoch_len;
+        let planned = plan_board(a, messages, recipients, light.then_some(open_from));
         let pb = self
             .ui
-            .items("posting the board", a.messages as u64, "messages");
-        for chunk in planned.chunks(64) {
-            let messages = chunk
+            .items("posting the board", messages as u64, "messages");
+        for chunk in planned.chunks(256) {
+            let batch: Vec<_> = chunk
                 .iter()
                 .map(|(slot, payload)| {
                     let clue_key = match slot {
                         Some(r) => &recipients[*r].keys.clue_key,
                         None => &outsider.clue_key,
                     };
-                    Message::new(clue_key.make_clue(), payload.clone())
+                    (clue_key.clone(), payload.clone())
                 })
-                .collect::<Result<Vec<_>, _>>()?;
-            let indices = self.client.post_batch(&messages).await?;
+                .collect();
+            let indices = self.client.send_batch(&batch).await?;
             for ((slot, payload), index) in chunk.iter().zip(indices) {
                 if let Some(r) = slot {
                     recipients[*r].sent.insert(index, payload.clone());
@@ -170,10 +174,9 @@ impl Demo<'_> {
         pb.finish_and_clear();
         self.time("post_ms", t);
         (self.say)(format!(
-            "posted {} messages ({} to each recipient, {} to the outsider) in {}",
-            a.messages,
+            "posted {messages} messages ({} to each recipient, {} to the outsider) in {}",
             a.per_recipient,
-            a.messages - n * a.per_recipient,
+            messages - n * a.per_recipient,
             ui::secs(t.elapsed())
         ));
         Ok(())
@@ -209,10 +212,14 @@ impl Demo<'_> {
         pb.finish_and_clear();
         let detect_secs = t.elapsed().as_secs_f64();
         self.time("detect_ms", t);
+        let each = detect_secs / detections as f64;
         (self.say)(format!(
-            "detected {detections} (message, key) pairs in {} ({:.1} ms each)",
+            "detected {detections} (message, key) pairs in {} ({} each)",
             ui::secs(t.elapsed()),
-            detect_secs * 1e3 / detections as f64
+            match each < 1e-3 {
+                true => format!("{:.1} µs", each * 1e6),
+                false => format!("{:.1} ms", each * 1e3),
+            }
         ));
         Ok(())
     }
@@ -239,15 +246,25 @@ impl Demo<'_> {
                 .iter()
                 .map(|m| (m.index, m.payload.clone()))
                 .collect();
-            let matches = retrieved == r.sent;
+            // omr-light-v1: messages of the open epoch are detected, their payloads not yet
+            // fetchable (TFHE: none).
+            let pending: BTreeSet<u64> = got.pending.iter().copied().collect();
+            let due: BTreeMap<u64, Vec<u8>> = (r.sent.iter())
+                .filter(|(i, _)| !pending.contains(i))
+                .map(|(i, p)| (*i, p.clone()))
+                .collect();
+            let matches = retrieved == due && pending.iter().all(|i| r.sent.contains_key(i));
             ok &= matches;
-            self.show_comparison(r, &retrieved, got.digest_bytes, matches);
+            let shown = (&pending, got.digest_bytes, got.pir);
+            self.show_comparison(r, &retrieved, shown, matches);
             report.push(json!({
                 "name": r.name,
                 "key_id": r.reg.key_id,
                 "sent": r.sent.keys().collect::<Vec<_>>(),
                 "retrieved": retrieved.keys().collect::<Vec<_>>(),
+                "pending": pending,
                 "digest_bytes": got.digest_bytes,
+                "pir": got.pir,
                 "match": matches,
             }));
         }
@@ -260,20 +277,38 @@ impl Demo<'_> {
         &self,
         r: &Recipient,
         retrieved: &BTreeMap<u64, Vec<u8>>,
-        digest_bytes: usize,
+        (pending, digest_bytes, pir): (&BTreeSet<u64>, usize, Option<omr_client::PirFetch>),
         matches: bool,
     ) {
         (self.say)(format!(
-            "{:<6} sent {}, retrieved {} from a {} digest: {}",
+            "{:<6} sent {}, retrieved {} from a {} digest{}: {}",
             r.name,
             r.sent.len(),
             retrieved.len(),
             ui::size(digest_bytes as u64),
+            match pir {
+                Some(p) => format!(
+                    " and payloads by PIR ({} epoch{}, {} queries, {} up, {} down)",
+                    p.epochs,
+                    plural(p.epochs),
+                    p.queries,
+                    ui::size(p.bytes_up),
+                    ui::size(p.bytes_down)
+                ),
+                None => String::new(),
+            },
             if matches { "match" } else { "MISMATCH" }
         ));
         let extra = retrieved.keys().filter(|i| !r.sent.contains_key(i));
         for index in r.sent.keys().chain(extra) {
             let (s, g) = (r.sent.get(index), retrieved.get(index));
+            if pending.contains(index) {
+                (self.say)(format!(
+                    "    #{index:<5} sent {:<34} ≈ detected; its payload comes by PIR once its epoch closes",
+                    s.map_or("(nothing)".to_string(), |p| ui::preview(p))
+                ));
+                continue;
+            }
             let mark = if s == g { "=" } else { "≠" };
             let show = |p: Option<&Vec<u8>>| p.map_or("(nothing)".to_string(), |p| ui::preview(p));
             (self.say)(format!(
@@ -285,14 +320,33 @@ impl Demo<'_> {
     }
 }
 
-/// The board in posting order: for each slot, the recipient it goes to (`None`: the outsider)
-/// and its payload.
-fn plan_board(a: &DemoArgs, recipients: &[Recipient]) -> Vec<(Option<usize>, Vec<u8>)> {
+/// The board in posting order (from index 0): for each slot, the recipient it goes to (`None`:
+/// the outsider) and its payload. With `open_from` (omr-light-v1's first epoch length), each
+/// recipient's last message goes past it where there is room, into the epoch still open, whose
+/// payloads wait for it to close.
+fn plan_board(
+    a: &DemoArgs,
+    messages: usize,
+    recipients: &[Recipient],
+    open_from: Option<u64>,
+) -> Vec<(Option<usize>, Vec<u8>)> {
     let n = recipients.len();
-    let mut slots: Vec<Option<usize>> = (0..a.messages)
+    let rng = &mut rand::thread_rng();
+    let mut slots: Vec<Option<usize>> = (0..messages)
         .map(|i| (i < n * a.per_recipient).then_some(i % n))
         .collect();
-    slots.shuffle(&mut rand::thread_rng());
+    slots.shuffle(rng);
+    if let Some(open) = open_from.map(|o| o as usize).filter(|&o| o < messages) {
+        for r in 0..n {
+            let last = slots.iter().rposition(|s| *s == Some(r));
+            let free = (open..messages).rev().find(|&i| slots[i].is_none());
+            if let (Some(last), Some(free)) = (last, free) {
+                if last < open {
+                    slots.swap(last, free);
+                }
+            }
+        }
+    }
     let mut counters = vec![0usize; n];
     slots
         .into_iter()
@@ -300,10 +354,10 @@ fn plan_board(a: &DemoArgs, recipients: &[Recipient]) -> Vec<(Option<usize>, Vec
             let payload = match slot {
                 Some(r) => {
                     counters[r] += 1;
-                    let tag: u32 = rand::thread_rng().gen();
+                    let tag: u32 = rng.gen();
                     format!("to {} #{}: {tag:08x}", recipients[r].name, counters[r])
                 }
-                None => format!("noise {:016x}", rand::thread_rng().gen::<u64>()),
+                None => format!("noise {:016x}", rng.gen::<u64>()),
             };
             (slot, payload.into_bytes())
         })

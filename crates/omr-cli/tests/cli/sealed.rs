@@ -53,7 +53,7 @@ async fn a_sealed_message_is_ciphertext_on_the_board_and_opens_for_its_recipient
         let alice_clue = std::fs::read(alice.join("clue.key")).unwrap();
         let bob_seal = std::fs::read_to_string(bob.join("address")).unwrap();
         let mixed = omr_client::Address {
-            clue_key: omr_core::ClueKey::from_bytes(&alice_clue).unwrap(),
+            clue_key: omr_core::ClueKey::from_bytes(&alice_clue).unwrap().into(),
             seal: omr_client::Address::parse(&bob_seal).unwrap().seal,
         };
         send(&mixed.encode(), "for bob's eyes", &[]);

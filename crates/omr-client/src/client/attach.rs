@@ -10,8 +10,9 @@
 use std::sync::Arc;
 
 use omr_pir::attachment::unframe;
-use omr_pir::{Answer, Hint, Shape, PIR_V1};
+use omr_pir::{Hint, Shape, PIR_V1};
 
+use super::board::Draft;
 use super::{Client, Progress, Sent};
 use crate::address::Address;
 use crate::error::{Api, Error, Result};
@@ -20,7 +21,8 @@ use crate::seal::{AttachmentRef, SealKey, ATTACHMENT_REF_LEN, SEAL_OVERHEAD};
 impl Client {
     /// Seal `attachment` to the recipient at `to`, seal `letter` with the attachment's
     /// reference, and post both as one message (stamped when the server asks for postage). The
-    /// attachment is fetched by PIR once its epoch closes; the letter arrives with the digest.
+    /// attachment is fetched by PIR once its epoch closes; the letter arrives with the digest (on
+    /// omr-light-v1 both come by the same PIR fetch, see [`Client::retrieve`]).
     pub async fn send_with_attachment(
         &self,
         to: &Address,
@@ -29,7 +31,7 @@ impl Client {
         progress: Option<Progress>,
     ) -> Result<Sent> {
         let max_letter =
-            (to.clue_key.params().payload_bytes).saturating_sub(SEAL_OVERHEAD + ATTACHMENT_REF_LEN);
+            (to.clue_key.payload_bytes()).saturating_sub(SEAL_OVERHEAD + ATTACHMENT_REF_LEN);
         if letter.len() > max_letter {
             return Err(Error::SealedPayloadTooLarge {
                 bytes: letter.len(),
@@ -46,9 +48,8 @@ impl Client {
         }
         let (sealed, reference) = to.seal.seal_attachment(attachment);
         let payload = to.seal.seal_with_attachment(letter, &reference);
-        let message =
-            omr_core::Message::new(to.clue_key.make_clue(), payload)?.with_attachment(sealed)?;
-        self.send_message(message, progress).await
+        let draft = Draft::new(&to.clue_key, payload, sealed)?;
+        self.send_draft(draft, progress).await
     }
 
     /// Fetch the attachment of board message `index` by PIR from its (closed) epoch, check it
@@ -82,20 +83,7 @@ impl Client {
                 .await
                 .map_err(|e| self.protocol(Api::Http, format!("making the PIR query: {e}")))?
                 .map_err(|e| self.protocol(Api::Http, format!("making the PIR query: {e}")))?;
-        let body = query.to_bytes();
-        let url = self.url(&format!("/v1/pir/{epoch}/query"));
-        let answer = self
-            .retrying(|| async {
-                let req = (self.http.post(&url))
-                    .header("content-type", "application/octet-stream")
-                    .body(body.clone());
-                let r = self.http_check(self.http_send(req).await?, "").await?;
-                self.read_capped(r, shape.answer_bytes(&PIR_V1) as u64, None)
-                    .await
-            })
-            .await?;
-        let answer = Answer::from_bytes(&answer)
-            .map_err(|e| self.protocol(Api::Http, format!("the PIR answer: {e}")))?;
+        let answer = self.pir_answer(epoch, shape, &query).await?;
         let record = tokio::task::spawn_blocking(move || hint.decode(&fetch, &answer))
             .await
             .map_err(|e| self.protocol(Api::Http, format!("decoding the PIR answer: {e}")))?
@@ -109,7 +97,12 @@ impl Client {
     }
 
     /// The hint of `epoch`, checked to be for `shape`.
-    async fn pir_hint(&self, epoch: u64, shape: Shape, progress: Option<Progress>) -> Result<Hint> {
+    pub(super) async fn pir_hint(
+        &self,
+        epoch: u64,
+        shape: Shape,
+        progress: Option<Progress>,
+    ) -> Result<Hint> {
         let url = self.url(&format!("/v1/pir/{epoch}/hint"));
         let max = shape.hint_bytes(&PIR_V1) as u64;
         let bytes = self

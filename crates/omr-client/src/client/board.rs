@@ -8,12 +8,14 @@ use std::time::Duration;
 use base64::Engine as _;
 use omr_api::http::{BatchIn, BatchPosted, MessageIn, Posted};
 use omr_api::ErrorCode;
-use omr_core::{ClueKey, Message, MAX_POSTAGE_BITS};
+use omr_core::message::MAX_ATTACHMENT_BYTES;
+use omr_core::{Message, Postage, MAX_POSTAGE_BITS};
 
 use super::{Client, Progress, ServerParams};
 use crate::address::Address;
 use crate::error::{Error, Result};
 use crate::postage::{solve, SolveError, Stamp};
+use crate::scheme::ClueKey;
 use crate::seal::SEAL_OVERHEAD;
 
 /// How often a postage search reports progress.
@@ -53,10 +55,11 @@ impl Client {
         }
     }
 
-    /// Make a clue for the recipient whose public clue key is `to`, and post it with `payload`
-    /// as it is — readable by anyone on the board: [`Client::send_to`] seals it first —,
-    /// stamped when the server asks for postage. Returns the message's board index.
-    pub async fn send(&self, to: &ClueKey, payload: &[u8]) -> Result<u64> {
+    /// Make a clue for the recipient whose public clue key is `to` (of either scheme), and
+    /// post it with `payload` as it is — readable by anyone on the board: [`Client::send_to`]
+    /// seals it first —, stamped when the server asks for postage. Returns the message's board
+    /// index.
+    pub async fn send(&self, to: impl Into<ClueKey>, payload: &[u8]) -> Result<u64> {
         Ok(self.send_stamped(to, payload, None).await?.index)
     }
 
@@ -70,11 +73,7 @@ impl Client {
         plaintext: &[u8],
         progress: Option<Progress>,
     ) -> Result<Sent> {
-        let max = to
-            .clue_key
-            .params()
-            .payload_bytes
-            .saturating_sub(SEAL_OVERHEAD);
+        let max = to.clue_key.payload_bytes().saturating_sub(SEAL_OVERHEAD);
         if plaintext.len() > max {
             return Err(Error::SealedPayloadTooLarge {
                 bytes: plaintext.len(),
@@ -91,25 +90,28 @@ impl Client {
     /// for the server's new figure and posted once more; a refused post stores nothing.
     pub async fn send_stamped(
         &self,
-        to: &ClueKey,
+        to: impl Into<ClueKey>,
         payload: &[u8],
         progress: Option<Progress>,
     ) -> Result<Sent> {
-        let message = Message::new(to.make_clue(), payload.to_vec())?;
-        self.send_message(message, progress).await
+        let draft = Draft::new(&to.into(), payload.to_vec(), Vec::new())?;
+        self.send_draft(draft, progress).await
     }
 
-    /// Stamp `message` as the server asks and post it (see [`Client::send_stamped`]).
-    pub(super) async fn send_message(
+    /// Stamp `draft` as the server asks and post it (see [`Client::send_stamped`]).
+    pub(super) async fn send_draft(
         &self,
-        mut message: Message,
+        mut draft: Draft,
         progress: Option<Progress>,
     ) -> Result<Sent> {
         let mut bits = self.postage_bits().await?;
         let mut asked_again = false;
         loop {
-            let stamp = self.stamp(&mut message, bits, progress.clone()).await?;
-            match self.post(&message).await {
+            let stamp = self
+                .solve_postage(draft.postage(), bits, progress.clone())
+                .await?;
+            draft.nonce = stamp.map(|s| s.nonce);
+            match self.post_draft(&draft).await {
                 Ok(index) => return Ok(Sent { index, stamp }),
                 Err(e) if !asked_again && is_postage_refusal(&e) => {
                     asked_again = true;
@@ -134,14 +136,26 @@ impl Client {
         bits: u32,
         progress: Option<Progress>,
     ) -> Result<Option<Stamp>> {
+        let stamp = self
+            .solve_postage(message.postage(), bits, progress)
+            .await?;
+        message.nonce = stamp.map(|s| s.nonce);
+        Ok(stamp)
+    }
+
+    /// The stamp of `postage` for `bits` (none for 0), searched as [`Client::stamp`] says.
+    async fn solve_postage(
+        &self,
+        postage: Postage,
+        bits: u32,
+        progress: Option<Progress>,
+    ) -> Result<Option<Stamp>> {
         if bits == 0 {
-            message.nonce = None;
             return Ok(None);
         }
         if bits > MAX_POSTAGE_BITS {
             return Err(SolveError::TooManyBits(bits).into());
         }
-        let postage = message.postage();
         let threads = self.options.postage_threads;
         let hashes = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -165,9 +179,29 @@ impl Client {
                 }
             }
         };
-        let stamp = solved?;
-        message.nonce = Some(stamp.nonce);
-        Ok(Some(stamp))
+        Ok(Some(solved?))
+    }
+
+    /// Post a draft: a TFHE message in its binary encoding, an omr-light-v1 one as JSON (the
+    /// binary encoding is omr-core's), retried as [`Client::post`] says.
+    async fn post_draft(&self, draft: &Draft) -> Result<u64> {
+        if draft.light {
+            let body = draft.json();
+            let posted = self
+                .retrying_unsent(|| async {
+                    let req = self.http.post(self.url("/v1/messages")).json(&body);
+                    self.http_json::<Posted>(self.http_send(req).await?).await
+                })
+                .await;
+            return already_posted(posted);
+        }
+        let clue = omr_core::Clue::from_bytes(&draft.clue)?;
+        let mut message = Message::new(clue, draft.payload.clone())?;
+        if !draft.attachment.is_empty() {
+            message = message.with_attachment(draft.attachment.clone())?;
+        }
+        message.nonce = draft.nonce;
+        self.post(&message).await
     }
 
     /// Post one message as it is (stamp it first with [`Client::stamp`] when the server asks for
@@ -189,17 +223,12 @@ impl Client {
                 self.http_json(r).await
             })
             .await;
-        match posted {
-            Ok(p) => Ok(p.index),
-            Err(Error::AlreadyPosted { index }) => Ok(index),
-            Err(e) => Err(e),
-        }
+        already_posted(posted)
     }
 
     /// Post messages in one atomic batch, each as it is (stamped or not); returns their board
     /// indices, in order. One refused message refuses the batch.
     pub async fn post_batch(&self, messages: &[Message]) -> Result<std::ops::Range<u64>> {
-        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
         let body = BatchIn {
             messages: messages
                 .iter()
@@ -211,15 +240,101 @@ impl Client {
                 })
                 .collect(),
         };
+        self.post_batch_in(&body).await
+    }
+
+    /// Make a clue for each `(recipient, payload)` (either scheme), stamp each when the server
+    /// asks for postage, and post them in one atomic batch (as [`Client::post_batch`]).
+    pub async fn send_batch(
+        &self,
+        messages: &[(ClueKey, Vec<u8>)],
+    ) -> Result<std::ops::Range<u64>> {
+        let bits = self.postage_bits().await?;
+        let mut body = BatchIn {
+            messages: Vec::with_capacity(messages.len()),
+        };
+        for (to, payload) in messages {
+            let mut draft = Draft::new(to, payload.clone(), Vec::new())?;
+            let stamp = self.solve_postage(draft.postage(), bits, None).await?;
+            draft.nonce = stamp.map(|s| s.nonce);
+            body.messages.push(draft.json());
+        }
+        self.post_batch_in(&body).await
+    }
+
+    async fn post_batch_in(&self, body: &BatchIn) -> Result<std::ops::Range<u64>> {
         let posted: BatchPosted = self
             .retrying_unsent(|| async {
                 let r = self
-                    .http_send(self.http.post(self.url("/v1/messages/batch")).json(&body))
+                    .http_send(self.http.post(self.url("/v1/messages/batch")).json(body))
                     .await?;
                 self.http_json(r).await
             })
             .await?;
         Ok(posted.first_index..posted.first_index + posted.count)
+    }
+}
+
+/// A message of either scheme, ready to stamp and post: its clue's encoding, payload,
+/// attachment (empty: none) and stamp.
+#[derive(Debug, Clone)]
+pub(super) struct Draft {
+    set: &'static str,
+    light: bool,
+    clue: Vec<u8>,
+    payload: Vec<u8>,
+    attachment: Vec<u8>,
+    nonce: Option<u64>,
+}
+
+impl Draft {
+    /// A fresh clue for `to`, with `payload` (checked against its parameter set) and
+    /// `attachment`.
+    pub(super) fn new(to: &ClueKey, payload: Vec<u8>, attachment: Vec<u8>) -> Result<Draft> {
+        to.validate_payload(&payload)?;
+        if attachment.len() > MAX_ATTACHMENT_BYTES {
+            return Err(omr_core::OmrError::TooLarge {
+                what: "attachment",
+                got: attachment.len(),
+                limit: MAX_ATTACHMENT_BYTES,
+            }
+            .into());
+        }
+        Ok(Draft {
+            set: to.param_set(),
+            light: matches!(to, ClueKey::Light(_)),
+            clue: to.make_clue(),
+            payload,
+            attachment,
+            nonce: None,
+        })
+    }
+
+    /// Its stamp hash before the nonce (the same for both schemes, named by the set).
+    fn postage(&self) -> Postage {
+        Postage::named(self.set, &self.clue, &self.payload).with_attachment(&self.attachment)
+    }
+
+    fn json(&self) -> MessageIn {
+        MessageIn {
+            clue: b64(&self.clue),
+            payload: b64(&self.payload),
+            nonce: self.nonce,
+            attachment: (!self.attachment.is_empty()).then(|| b64(&self.attachment)),
+        }
+    }
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A post's index; a message already on the board answers the index it has.
+fn already_posted(posted: Result<Posted>) -> Result<u64> {
+    match posted {
+        Ok(p) => Ok(p.index),
+        Err(Error::AlreadyPosted { index }) => Ok(index),
+        Err(e) => Err(e),
     }
 }
 

@@ -5,11 +5,13 @@ use omr_api::headers;
 use super::{Client, Progress};
 use crate::error::{Api, Result};
 use crate::keydir::Registration;
+use crate::scheme::Digest;
 
 /// A downloaded digest and the range it covers (`GET /v1/digests/{key_id}`).
 #[derive(Debug, Clone)]
 pub struct FetchedDigest {
-    pub digest: omr_core::Digest,
+    /// The digest, of the key's scheme.
+    pub digest: Digest,
     pub encoded_bytes: usize,
     pub range_start: u64,
     pub range_end: u64,
@@ -32,9 +34,8 @@ impl Client {
         to: Option<u64>,
         progress: Option<Progress>,
     ) -> Result<FetchedDigest> {
-        // A digest of the key's parameter set and k̄ has one size: never read more.
-        let params = omr_core::ParamSet::by_name(&reg.param_set)?;
-        let max_bytes = omr_core::Digest::encoded_len(params, reg.kbar) as u64;
+        // A digest of the key's parameter set and k̄ has a largest size: never read more.
+        let max_bytes = Digest::max_encoded_len(&reg.param_set, reg.kbar)? as u64;
         let mut query = Vec::new();
         if let Some(f) = from {
             query.push(("from", f));
@@ -73,14 +74,14 @@ impl Client {
             let next_from = header(headers::NEXT_FROM)?;
             // Content-Length is the server's word: allocate and read at most the digest's size.
             let body = self.read_capped(r, max_bytes, progress.as_ref()).await?;
-            let digest = omr_core::Digest::from_bytes(&body)?;
-            if (digest.start(), digest.end()) != (range_start, range_end) {
+            let digest = Digest::from_bytes(&reg.param_set, &body)?;
+            let covers = digest.range().unwrap_or((range_start, range_start));
+            if covers != (range_start, range_end) {
                 return Err(self.protocol(
                     Api::Http,
                     format!(
                         "digest covers [{}, {}) but the headers say [{range_start}, {range_end})",
-                        digest.start(),
-                        digest.end()
+                        covers.0, covers.1
                     ),
                 ));
             }

@@ -2,12 +2,13 @@
 //! errors and retries with exponential backoff for calls that are safe to repeat.
 //!
 //! The calls are grouped by API: `board` (params, posting, postage), `registry` (keys over gRPC),
-//! `digest` (downloading digests), `watch` (waiting for a key's next detected messages);
+//! `digest` (downloading digests), `light` (omr-light-v1's payloads by PIR), `watch` (waiting for a key's next detected messages);
 //! `transport` maps HTTP and gRPC failures to [`Error`].
 
 mod attach;
 mod board;
 mod digest;
+mod light;
 mod registry;
 mod transport;
 mod watch;
@@ -22,6 +23,8 @@ use crate::error::{Api, Error, Result};
 
 pub use board::Sent;
 pub use digest::FetchedDigest;
+pub(crate) use light::pertinent;
+pub use light::{PirFetch, LIGHT_QUERIES_PER_EPOCH};
 pub use registry::KeyStatus;
 
 /// Called as a transfer goes: `(bytes done, bytes in all)`; for a postage search, `(hashes

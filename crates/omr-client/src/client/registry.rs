@@ -47,9 +47,7 @@ impl Client {
             ),
             None => None,
         };
-        let key = omr_core::CompressedDetectionKey::from_bytes(detection_key)?;
-        let (param_set, kbar) = (key.params().name, key.kbar());
-        drop(key);
+        let (param_set, kbar) = crate::scheme::detection_key_set(detection_key)?;
         let bytes: Arc<[u8]> = Arc::from(detection_key);
         let total = bytes.len() as u64;
         let start = start.into();

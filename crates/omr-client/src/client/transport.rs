@@ -157,7 +157,7 @@ impl Client {
         }
     }
 
-    pub(super) fn protocol(&self, api: Api, message: String) -> Error {
+    pub(crate) fn protocol(&self, api: Api, message: String) -> Error {
         Error::Protocol {
             api,
             url: match api {

@@ -106,6 +106,8 @@ pub fn digest_state_file() -> Decoder {
             bytes: 5000,
             sha256: "ab".repeat(32),
         }],
+        pending_payloads: vec![4100, 4101],
+        next_pir_epoch: Some(1),
     };
     from_file(
         "digest-state.json",
@@ -242,7 +244,9 @@ type ReadKey = fn(&KeyDir) -> omr_client::Result<()>;
 pub fn address() -> Decoder {
     let valid = both(|f| {
         let address = omr_client::Address {
-            clue_key: omr_core::ClueKey::from_bytes(&f.clue_key).expect("a fixture clue key"),
+            clue_key: omr_core::ClueKey::from_bytes(&f.clue_key)
+                .expect("a fixture clue key")
+                .into(),
             seal: omr_client::SealKey::generate().public().clone(),
         };
         vec![address.encode().into_bytes()]
