@@ -18,14 +18,14 @@ test_each_backend!(digest_follow_prints_each_new_message_once_as_it_is_detected)
 const DETECTED: Duration = Duration::from_secs(60);
 
 /// `omr digest --follow` running, its stdout read line by line on a thread; killed on drop.
-struct Follower {
+pub(crate) struct Follower {
     child: Child,
     lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
+    pub(crate) seen: Vec<String>,
 }
 
 impl Follower {
-    fn start(keys: &Path, extra: &[&str]) -> Follower {
+    pub(crate) fn start(keys: &Path, extra: &[&str]) -> Follower {
         let mut child = Command::new(env!("CARGO_BIN_EXE_omr"))
             .args(["digest", "--keys", s(keys), "--follow"])
             .args(extra)
@@ -55,7 +55,7 @@ impl Follower {
     }
 
     /// Read lines until one contains `text`; panic if none does within [`DETECTED`].
-    fn wait_for_line(&mut self, text: &str) {
+    pub(crate) fn wait_for_line(&mut self, text: &str) {
         let deadline = Instant::now() + DETECTED;
         while !self.seen.iter().any(|l| l.contains(text)) {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -76,7 +76,7 @@ impl Follower {
     }
 
     /// Lines printed so far that contain `text`.
-    fn count(&self, text: &str) -> usize {
+    pub(crate) fn count(&self, text: &str) -> usize {
         self.seen.iter().filter(|l| l.contains(text)).count()
     }
 }

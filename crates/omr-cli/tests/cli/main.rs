@@ -7,6 +7,7 @@ mod errors;
 mod flow;
 mod follow;
 mod invite;
+mod light;
 mod postage;
 mod sealed;
 mod standalone;

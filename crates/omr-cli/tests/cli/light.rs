@@ -1,0 +1,191 @@
+//! The `omr` binary on omr-light-v1 against a real omrd on each store: keygen, register, send
+//! (with an attachment), digest (the indices from the digest, the payloads and the attachment by
+//! PIR from the closed epoch in a fixed number of queries, the open epoch's message pending
+//! until its epoch closes), status, and a key or address of the other scheme refused.
+
+use omr_light::{SecretKey, OMR_LIGHT_V1};
+use omr_test_support::{light_message, test_each_backend, TestDb, TestServer};
+use serde_json::Value;
+
+use crate::common::{keygen, omr_fails, omr_json, payloads, register, s, wait_detected};
+use crate::follow::Follower;
+
+test_each_backend!(a_light_recipient_gets_its_messages_and_payloads_by_pir);
+
+async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
+    let server = TestServer::start_configured(db, |c| {
+        c.max_attachment_bytes = 1024;
+        c.param_set = OMR_LIGHT_V1.name.to_string();
+        c.epoch_len = OMR_LIGHT_V1.batch as u64;
+        c.poll_interval_ms = 200;
+    })
+    .await;
+    let (http, grpc) = (server.url(""), server.grpc_url());
+    let api = server.client();
+    let tmp = tempfile::tempdir().unwrap();
+    let (alice, tfhe) = (tmp.path().join("alice"), tmp.path().join("tfhe"));
+    let inbox = tmp.path().join("inbox");
+    let photo = tmp.path().join("photo.bin");
+    let picture: Vec<u8> = (0..700u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&photo, &picture).unwrap();
+
+    let (a, h, g) = (alice.clone(), http.clone(), grpc.clone());
+    let first = tokio::task::spawn_blocking(move || {
+        // k̄ has no meaning on the light lane.
+        let e = omr_fails(&[
+            "keygen",
+            "--out",
+            s(&a),
+            "--param-set",
+            "omr-light-v1",
+            "--kbar",
+            "5",
+        ]);
+        assert!(e.contains("--kbar does not apply to omr-light-v1"), "{e}");
+        let made = omr_json(&[
+            "keygen",
+            "--out",
+            s(&a),
+            "--param-set",
+            "omr-light-v1",
+            "--json",
+        ]);
+        assert_eq!(
+            (made["param_set"].as_str(), made["kbar"].as_u64()),
+            (Some("omr-light-v1"), Some(1))
+        );
+        let reg = register(&a, &h, &g);
+        assert_eq!(reg["param_set"], "omr-light-v1");
+        assert_eq!(reg["key_bytes"], OMR_LIGHT_V1.detection_key_bytes() as u64);
+        let address = omr_json(&["address", "--keys", s(&a), "--json"]);
+        assert_eq!(address["param_set"], "omr-light-v1");
+        let to = a.join("address");
+        let send = |more: &[&str]| -> u64 {
+            let args = [&["send", "--to", s(&to), "--http", &h, "--json"][..], more].concat();
+            omr_json(&args)["index"].as_u64().unwrap()
+        };
+        let first = send(&["--message", "first, in epoch 0"]);
+        let attached = send(&["--message", "with a photo", "--attach", s(&photo)]);
+        assert_eq!(attached, first + 1);
+        first
+    })
+    .await
+    .unwrap();
+
+    // Someone else's messages fill epoch 0; then one more for alice opens epoch 1.
+    let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
+    let noise = OMR_LIGHT_V1.batch as u64 - 2;
+    let messages = (0..noise)
+        .map(|i| light_message(&stranger, &i.to_le_bytes()))
+        .collect();
+    api.post_all(messages).await;
+    let (a, h, i) = (alice.clone(), http.clone(), inbox.clone());
+    tokio::task::spawn_blocking(move || {
+        let to = a.join("address");
+        let late = omr_json(&[
+            "send",
+            "--to",
+            s(&to),
+            "--http",
+            &h,
+            "--message",
+            "late",
+            "--json",
+        ]);
+        let late = late["index"].as_u64().unwrap();
+        assert_eq!(late, OMR_LIGHT_V1.batch as u64, "the first of epoch 1");
+        wait_detected(&a);
+
+        let got = omr_json(&["digest", "--keys", s(&a), "--out", s(&i), "--json"]);
+        assert_eq!(
+            payloads(&got),
+            vec![
+                (first, "first, in epoch 0".into()),
+                (first + 1, "with a photo".into())
+            ]
+        );
+        assert_eq!(got["pending"], serde_json::json!([late]), "{got}");
+        // One round in the closed epoch: its hint and a fixed number of queries.
+        assert_eq!(got["pir"]["epochs"], 1, "{got}");
+        assert_eq!(
+            got["pir"]["queries"],
+            omr_client::LIGHT_QUERIES_PER_EPOCH as u64
+        );
+        let attachment = &got["attachments"][0];
+        assert_eq!(attachment["index"], first + 1, "{got}");
+        assert_eq!(
+            std::fs::read(attachment["file"].as_str().unwrap()).unwrap(),
+            picture
+        );
+        assert_eq!(
+            std::fs::read(i.join(format!("{first}.bin"))).unwrap(),
+            b"first, in epoch 0"
+        );
+
+        // Again: nothing new, no PIR round (epoch 1 is open), the late one still pending.
+        let again = omr_json(&["digest", "--keys", s(&a), "--json"]);
+        assert!(payloads(&again).is_empty(), "{again}");
+        assert_eq!(again["pending"], serde_json::json!([late]));
+        assert_eq!(again["pir"], Value::Null, "{again}");
+
+        // Text output names the pending message; status works as on the TFHE lane.
+        let out = crate::common::omr(&["digest", "--keys", s(&a)]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("#{late}")) && text.contains("once its epoch closes"),
+            "{text}"
+        );
+        let status = omr_json(&["status", "--keys", s(&a), "--json"]);
+        assert_eq!(status["param_set"], "omr-light-v1");
+
+        // --follow: a message posted now is announced once it is detected (in the open batch,
+        // as an online key's is), its payload to come.
+        let mut follower = Follower::start(&a, &["--json"]);
+        follower.wait_for_line("\"pending\"");
+        let live = omr_json(&[
+            "send",
+            "--to",
+            s(&to),
+            "--http",
+            &h,
+            "--message",
+            "live",
+            "--json",
+        ]);
+        let live = live["index"].as_u64().unwrap();
+        follower.wait_for_line(&format!("\"index\":{live},"));
+        assert_eq!(
+            follower.count(&format!("\"index\":{live},")),
+            1,
+            "{:?}",
+            follower.seen
+        );
+    })
+    .await
+    .unwrap();
+
+    // The other scheme's keys and addresses are refused by this server, naming the sets.
+    let (h, g) = (http.clone(), grpc.clone());
+    tokio::task::spawn_blocking(move || {
+        keygen(&tfhe, "2");
+        let e = omr_fails(&["register", "--keys", s(&tfhe), "--http", &h, "--grpc", &g]);
+        assert!(
+            e.contains("insecure-test") && e.contains("omr-light-v1"),
+            "{e}"
+        );
+        let to = tfhe.join("address");
+        let e = omr_fails(&["send", "--to", s(&to), "--http", &h, "--message", "x"]);
+        assert!(
+            e.contains("param_set_mismatch") || e.contains("omr-light-v1"),
+            "{e}"
+        );
+    })
+    .await
+    .unwrap();
+    let head = api.get("/v1/params").await.json::<Value>().await.unwrap()["board_head"].clone();
+    assert_eq!(
+        head,
+        OMR_LIGHT_V1.batch as u64 + 2,
+        "nothing refused was stored"
+    );
+}
