@@ -28,7 +28,10 @@ encrypted digest, which the recipient downloads and decodes.",
   omr register --keys alice                    # uploads detection.key, writes alice/registration.json
   omr send --to alice/address --message hi     # sealed to alice; prints the board index
   omr digest --keys alice                      # the messages for alice since the last call
-  omr demo                                     # all of it in one process, nothing to set up"
+  omr demo                                     # all of it in one process, nothing to set up
+
+On an omrd running omr-light-v1 (linear detection; payloads fetched by PIR once their epoch of
+4,096 messages closes), the same commands, with `omr keygen --param-set omr-light-v1`."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -47,6 +50,7 @@ enum Command {
     #[command(after_help = "Examples:
   omr keygen --out alice
   omr keygen --out bob --kbar 100     # digests decode up to 100 messages per range
+  omr keygen --out carol --param-set omr-light-v1   # for an omrd running the linear lane
 
 Writes DIR/secret.key and DIR/seal.key (mode 0600: keep them; they are never printed), \
 DIR/address (the public address senders need: `omr address` prints it), DIR/clue.key (the \
@@ -100,7 +104,12 @@ split and asked for again. With --follow it then waits (a long-poll that also te
 you are online, so your key is detected first) and prints each new message as it is detected, \
 until Ctrl-C; with --json each new message is one JSON line. A letter that names an \
 attachment is remembered; with --out, each call fetches one attachment per closed epoch by PIR \
-(the server cannot tell which) and the rest on later calls.")]
+(the server cannot tell which) and the rest on later calls.
+
+On omr-light-v1 the digest names the messages and their payloads (with any attachment) come by \
+PIR: every call makes 8 queries of each epoch it covers that has closed (dummies where you have \
+fewer messages there), so the server learns nothing from the count; a message whose epoch is \
+still open is listed as detected, and a later call fetches its payload.")]
     Digest(commands::DigestArgs),
     /// Show where detection stands for a registered key (cursor, board head, lag).
     #[command(after_help = "Example:\n  omr status --keys alice")]
@@ -120,10 +129,12 @@ Also times one tfhe-rs KS+PBS (PARAM_MESSAGE_2_CARRY_2 class) as a yardstick of 
     #[command(after_help = "Examples:
   omr bench-capacity --insecure-test-params --keys 12 --memory-keys 2 --interval-ms 200 --duration-secs 30
   omr bench-capacity --keys 50 --memory-keys 4 --interval-ms 4000 --duration-secs 600 --json
+  omr bench-capacity --param-set omr-light-v1 --keys 200 --memory-keys 200 --interval-ms 1000
 
 Reports the online recipient's freshness (post to detected) against the same node with its key
 alone, how long every other key took to cover each message, and key load time against detection
-time (from /metrics).")]
+time (from /metrics). On omr-light-v1 a key that is not online is detected a whole batch of 4,096
+messages at a time: the other keys' coverage counts up to the last full batch.")]
     BenchCapacity(commands::CapacityArgs),
     /// Measure postage: the time to solve stamps at several numbers of bits, on one thread and
     /// on every core, and the cost of omrd's check (no server needed).
@@ -153,6 +164,7 @@ predicted failure probability per record.")]
   omr demo
   omr demo --recipients 2 --messages 16
   omr demo --insecure-test-params --messages 200    # fast, NOT secure
+  omr demo --param-set omr-light-v1                 # the linear lane, payloads by PIR
 
 Starts omrd in-process on a temporary SQLite store and ephemeral ports, creates recipients, \
 posts a board (a few messages to each recipient, the rest to an outsider), waits for \

@@ -35,6 +35,9 @@ pub struct Retrieval {
     pub from: u64,
     pub to: u64,
     pub board_head: u64,
+    /// The server's epoch length (digests start on epoch boundaries; on omr-light-v1 a
+    /// payload can be fetched once its epoch has closed).
+    pub epoch_length: u64,
     /// Board messages the server has not detected for this key yet (retrieve again later).
     pub lag: u64,
     /// Digests downloaded, their encoded bytes, and how often a range was split in two.
@@ -114,6 +117,7 @@ impl Client {
             out.lag = d.lag;
             let (epoch, more) = (d.epoch_length.max(1), d.next_from);
             epoch_len = epoch;
+            out.epoch_length = epoch;
             let end = match secret {
                 Secret::Tfhe(secret) => {
                     let (found, end) = self

@@ -92,10 +92,13 @@ pub struct Config {
     /// leading zero bits (a proof of work of 2^bits hashes on average; at most 32). 0 (default):
     /// no postage.
     pub postage_bits: u32 = 0,
-    /// Largest attachment a message may carry, in bytes (default and maximum 65,536; 0: no
-    /// attachments). Attachments are fetched by PIR once their epoch (`epoch_len` messages)
-    /// closes; every epoch's PIR database pads each to this size.
-    pub max_attachment_bytes: usize = 64 * 1024,
+    /// Largest attachment a message may carry, in bytes (maximum 65,536; 0: no attachments;
+    /// default 65,536 on omr-v1/omr-v2 and 0 on omr-light-v1, whose PIR records are whole
+    /// messages: each would be padded to this, and every recipient's payload fetch with it).
+    /// Attachments are fetched by PIR once their epoch (`epoch_len` messages) closes; every
+    /// epoch's PIR database pads each to this size. Read it with
+    /// [`Config::attachment_limit`].
+    pub max_attachment_bytes: Option<usize> = None,
     /// Attachment epochs whose PIR database (`epoch_len` × about `max_attachment_bytes`, plus
     /// the hint) a process keeps built in memory (default 2); others are rebuilt on demand.
     pub pir_cached_epochs: usize = 2,
@@ -211,6 +214,12 @@ pub enum Role {
 }
 
 impl Config {
+    /// `max_attachment_bytes`, or its default for the parameter set (see its docs).
+    pub fn attachment_limit(&self) -> usize {
+        let light = omr_light::LightParams::by_name(&self.param_set).is_some();
+        (self.max_attachment_bytes).unwrap_or(if light { 0 } else { 64 * 1024 })
+    }
+
     /// Defaults, then `file` (if given; it must exist), then `OMR_*` variables.
     pub fn load(file: Option<&Path>) -> Result<Config, Box<figment::Error>> {
         let mut fig = Figment::new().merge(Serialized::defaults(Config::default()));
@@ -265,19 +274,19 @@ impl Config {
                 omr_core::MAX_POSTAGE_BITS
             );
         }
-        if self.max_attachment_bytes > crate::epochs::MAX_ATTACHMENT_BYTES {
+        if self.attachment_limit() > crate::epochs::MAX_ATTACHMENT_BYTES {
             anyhow::bail!(
                 "max_attachment_bytes = {} is over the maximum of {} (64 KiB): a PIR fetch's \
                  upload grows with the square of the attachment size (4.5 MiB at 64 KiB, 18 MiB \
                  at 128 KiB). Use 0 (no attachments) up to {}",
-                self.max_attachment_bytes,
+                self.attachment_limit(),
                 crate::epochs::MAX_ATTACHMENT_BYTES,
                 crate::epochs::MAX_ATTACHMENT_BYTES
             );
         }
-        if self.max_attachment_bytes > 0 || set.batch().is_some() {
+        if self.attachment_limit() > 0 || set.batch().is_some() {
             (crate::epochs::Epochs::new(self.epoch_len, set))
-                .pir_shape(set, self.max_attachment_bytes)
+                .pir_shape(set, self.attachment_limit())
                 .map_err(anyhow::Error::msg)?;
         }
         Ok(set)

@@ -26,7 +26,7 @@ test_each_backend!(
 async fn start(db: &TestDb, max_attachment_bytes: usize) -> TestServer {
     TestServer::start_configured(db, |c| {
         c.epoch_len = EPOCH;
-        c.max_attachment_bytes = max_attachment_bytes;
+        c.max_attachment_bytes = Some(max_attachment_bytes);
     })
     .await
 }

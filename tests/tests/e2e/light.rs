@@ -36,7 +36,7 @@ const QUERIES_PER_EPOCH: usize = 4;
 /// An omr-light-v1 server detecting quickly.
 async fn light_server(db: &TestDb) -> TestServer {
     TestServer::start_configured(db, |c| {
-        c.max_attachment_bytes = 1024;
+        c.max_attachment_bytes = Some(1024);
         c.param_set = OMR_LIGHT_V1.name.to_string();
         c.allow_insecure_params = false;
         c.epoch_len = OMR_LIGHT_V1.batch as u64;

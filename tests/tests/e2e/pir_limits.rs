@@ -15,7 +15,7 @@ test_each_backend!(a_query_that_does_not_decode_takes_no_rate_limit_token);
 async fn a_query_that_does_not_decode_takes_no_rate_limit_token(db: &TestDb) {
     let s = TestServer::start_configured(db, |c| {
         c.epoch_len = EPOCH;
-        c.max_attachment_bytes = MAX;
+        c.max_attachment_bytes = Some(MAX);
         // Two tokens: the hint's and one fetch's.
         c.digest_rate_limit_per_second = 0.01;
         c.digest_rate_limit_burst = 2;

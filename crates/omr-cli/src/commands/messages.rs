@@ -244,7 +244,7 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         print_json(&v);
     } else {
         println!(
-            "{} new message{} in board indices [{}, {}) ({} digest{}, {}, {}); board head {}, {} not yet detected.",
+            "{} new message{} in board indices [{}, {}) ({} digest{}, {}, {}); board head {}, {} not yet detected{}.",
             got.messages.len(),
             if got.messages.len() == 1 { "" } else { "s" },
             got.from,
@@ -255,6 +255,10 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
             ui::secs(elapsed),
             got.board_head,
             got.lag,
+            match got.pending.len() {
+                0 => String::new(),
+                n => format!("; {n} detected whose payload waits for its epoch to close"),
+            }
         );
         for m in &letters {
             print_message(m);
@@ -293,9 +297,17 @@ fn print_light(got: &Retrieval) {
             ui::size(pir.bytes_down)
         );
     }
-    for index in &got.pending {
-        println!("  #{index:<8} detected; its payload comes by PIR once its epoch closes");
+    for &index in &got.pending {
+        print_pending(index, got.epoch_length);
     }
+}
+
+/// A message detected whose payload waits for its epoch to close.
+fn print_pending(index: u64, epoch_length: u64) {
+    let closes = (index / epoch_length.max(1) + 1) * epoch_length.max(1);
+    println!(
+        "  #{index:<8} detected; its payload comes by PIR once its epoch closes (at board index {closes})"
+    );
 }
 
 /// `omr digest --follow` after the first retrieval: wait for the server to detect past what
@@ -364,9 +376,7 @@ impl Following<'_> {
                         &json!({"index": index, "pending": true, "key_id": self.reg.key_id}),
                     );
                 } else {
-                    println!(
-                        "  #{index:<8} detected; its payload comes by PIR once its epoch closes"
-                    );
+                    print_pending(index, got.epoch_length);
                 }
             }
             announced = got.pending.iter().copied().collect();

@@ -102,8 +102,6 @@ pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
         // Every key stays in memory for the whole demo: files of expanded keys would never be
         // read back.
         key_disk_bytes: Some(0),
-        // omr-light-v1's PIR records are whole messages: without attachments they stay small.
-        max_attachment_bytes: if light { 0 } else { 64 * 1024 },
         ..Default::default()
     }
     .without_rate_limits();

@@ -15,7 +15,7 @@ async fn an_attachment_is_fetched_by_pir_once_its_epoch_closes() {
         quick_detection(c);
         c.param_set = "omr-v2".to_string();
         c.epoch_len = 4;
-        c.max_attachment_bytes = 4096;
+        c.max_attachment_bytes = Some(4096);
     })
     .await;
     let (http, grpc) = (server.url(""), server.grpc_url());

@@ -146,7 +146,7 @@ fn postage_and_attachments_over_their_maximums_are_refused() {
     );
 
     let mut c = Config {
-        max_attachment_bytes: crate::epochs::MAX_ATTACHMENT_BYTES + 1,
+        max_attachment_bytes: Some(crate::epochs::MAX_ATTACHMENT_BYTES + 1),
         ..Config::default()
     };
     let err = c.validate().unwrap_err().to_string();
@@ -154,7 +154,7 @@ fn postage_and_attachments_over_their_maximums_are_refused() {
         err.contains("max_attachment_bytes = 65537 is over"),
         "{err}"
     );
-    c.max_attachment_bytes = 0;
+    c.max_attachment_bytes = Some(0);
     c.validate().unwrap();
 }
 
@@ -172,4 +172,18 @@ fn omr_light_v1_runs_one_batch_per_epoch() {
     c.param_set = "omr-light-v9".into();
     let err = format!("{:#}", c.validate().unwrap_err());
     assert!(err.contains("known: omr-v1, omr-v2, omr-light-v1"), "{err}");
+}
+
+/// Attachments by default on the TFHE lane, not on the light one (whose PIR records are whole
+/// messages); a value set is kept on either.
+#[test]
+fn attachments_default_by_lane() {
+    let mut c = Config::default();
+    assert_eq!(c.attachment_limit(), 64 * 1024);
+    c.param_set = "omr-light-v1".into();
+    assert_eq!(c.attachment_limit(), 0);
+    c.max_attachment_bytes = Some(1024);
+    assert_eq!(c.attachment_limit(), 1024);
+    c.param_set = "omr-v2".into();
+    assert_eq!(c.attachment_limit(), 1024);
 }

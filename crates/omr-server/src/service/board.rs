@@ -32,7 +32,7 @@ impl Rules {
         Rules {
             set: svc.set,
             postage_bits: svc.config.postage_bits,
-            max_attachment_bytes: svc.config.max_attachment_bytes,
+            max_attachment_bytes: svc.config.attachment_limit(),
         }
     }
 }

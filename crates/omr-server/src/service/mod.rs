@@ -88,7 +88,7 @@ impl Service {
             store: self.store.clone(),
             set: self.set,
             epochs: self.epochs,
-            max_attachment_bytes: self.config.max_attachment_bytes,
+            max_attachment_bytes: self.config.attachment_limit(),
             retain_digest_messages: self.config.retain_digest_messages,
             metrics: self.metrics.pir.clone(),
         }

@@ -20,9 +20,9 @@ pub fn params(svc: &Service, board_head: u64) -> Params {
         board_head,
         postage_bits: config.postage_bits,
         invite_required: config.registration == Registration::Invite,
-        max_attachment_bytes: config.max_attachment_bytes,
+        max_attachment_bytes: config.attachment_limit(),
         epoch_len: svc.epochs.size(),
-        pir_params: (config.max_attachment_bytes > 0 || set.batch().is_some())
+        pir_params: (config.attachment_limit() > 0 || set.batch().is_some())
             .then(|| omr_pir::PIR_V1.name.to_string()),
     }
 }

@@ -76,8 +76,8 @@ pub async fn answer(
 /// The most bytes a query to this server's epochs takes (its epochs' database shape).
 pub fn max_query_bytes(svc: &super::Service) -> Result<usize, ServiceError> {
     let max = match svc.set {
-        Set::Light(_) => svc.config.max_attachment_bytes,
-        Set::Tfhe(_) => svc.config.max_attachment_bytes.max(1),
+        Set::Light(_) => svc.config.attachment_limit(),
+        Set::Tfhe(_) => svc.config.attachment_limit().max(1),
     };
     let shape = (svc.epochs.pir_shape(svc.set, max))
         .map_err(|e| ServiceError::new(ErrorCode::UnknownEpoch, e))?;
