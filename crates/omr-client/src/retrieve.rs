@@ -153,8 +153,12 @@ impl Client {
             }
         }
         if let Secret::Light(_) = secret {
-            self.fetch_light_payloads(reg, state, &mut out, epoch_len)
-                .await?;
+            let fetched =
+                (self.fetch_light_payloads(reg, state, out.board_head, epoch_len)).await?;
+            out.messages.extend(fetched.messages);
+            out.attachments = fetched.attachments;
+            out.pir = fetched.pir;
+            out.pending = state.pending_payloads.clone();
         }
         out.messages.sort_by_key(|r| r.index);
         Ok(out)

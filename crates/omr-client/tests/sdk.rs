@@ -252,3 +252,98 @@ async fn a_server_cannot_make_the_client_allocate_what_it_declares() {
         other => panic!("expected a protocol error, got {other:?}"),
     }
 }
+
+/// omr-light-v1 through the SDK: sealed messages to a light address, detected, their payloads
+/// fetched by PIR in rounds of a fixed number of queries: an epoch holding more of the
+/// recipient's messages than one round fetches takes another round on the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn light_payloads_come_by_pir_in_fixed_rounds() {
+    use omr_client::{Address, ClueKey, Keys, SealKey, LIGHT_QUERIES_PER_EPOCH};
+    let db = TestDb::sqlite().await;
+    let d = omr_light::OMR_LIGHT_V1.batch as u64;
+    let server = TestServer::start_configured(&db, |c| {
+        c.param_set = omr_light::OMR_LIGHT_V1.name.into();
+        c.epoch_len = d;
+        c.poll_interval_ms = 200;
+    })
+    .await;
+    let client = Client::new(&server.url(""), &server.grpc_url()).unwrap();
+    let (me, stranger) = (
+        Keys::generate("omr-light-v1", 1).unwrap(),
+        Keys::generate("omr-light-v1", 1).unwrap(),
+    );
+    let reg = client
+        .register(&me.detection_key, StartAt::Now, None)
+        .await
+        .unwrap();
+    assert_eq!((reg.param_set.as_str(), reg.kbar), ("omr-light-v1", 1));
+    let seal = SealKey::generate();
+    let address = Address {
+        clue_key: me.clue_key.clone(),
+        seal: seal.public().clone(),
+    };
+
+    // Two more than a round's queries, sealed, at the start of epoch 0; strangers fill it.
+    let extra = LIGHT_QUERIES_PER_EPOCH + 2;
+    let mut sent = Vec::new();
+    for i in 0..extra {
+        let letter = format!("letter {i}");
+        let index = client
+            .send_to(&address, letter.as_bytes(), None)
+            .await
+            .unwrap()
+            .index;
+        sent.push((index, letter));
+    }
+    let noise: Vec<(ClueKey, Vec<u8>)> = (extra as u64..d)
+        .map(|i| (stranger.clue_key.clone(), i.to_le_bytes().to_vec()))
+        .collect();
+    for chunk in noise.chunks(1000) {
+        client.send_batch(chunk).await.unwrap();
+    }
+    wait_detected(&client, &reg).await;
+
+    let mut state = DigestState::new(&reg);
+    let opened = |got: &omr_client::Retrieval| -> Vec<(u64, String)> {
+        got.open(&seal)
+            .into_iter()
+            .map(|r| {
+                (
+                    r.index,
+                    String::from_utf8(r.letter.bytes().unwrap().to_vec()).unwrap(),
+                )
+            })
+            .collect()
+    };
+    let first = client
+        .retrieve(&me.secret, &reg, &mut state, None)
+        .await
+        .unwrap();
+    assert_eq!(opened(&first), sent[..LIGHT_QUERIES_PER_EPOCH]);
+    assert_eq!(
+        first.pending,
+        sent[LIGHT_QUERIES_PER_EPOCH..]
+            .iter()
+            .map(|s| s.0)
+            .collect::<Vec<_>>()
+    );
+    let pir = first.pir.expect("a PIR round");
+    assert_eq!((pir.epochs, pir.queries), (1, LIGHT_QUERIES_PER_EPOCH));
+    // The rest in a second round of the same epoch, as many queries.
+    let second = client
+        .retrieve(&me.secret, &reg, &mut state, None)
+        .await
+        .unwrap();
+    assert_eq!(opened(&second), sent[LIGHT_QUERIES_PER_EPOCH..]);
+    assert!(second.pending.is_empty());
+    assert_eq!(
+        second.pir.map(|p| (p.epochs, p.queries)),
+        Some((1, LIGHT_QUERIES_PER_EPOCH))
+    );
+    // Then nothing: no query at all.
+    let third = client
+        .retrieve(&me.secret, &reg, &mut state, None)
+        .await
+        .unwrap();
+    assert!(third.messages.is_empty() && third.pending.is_empty() && third.pir.is_none());
+}

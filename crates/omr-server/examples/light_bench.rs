@@ -2,8 +2,9 @@
 //! the embedded SQLite store): a board of `board` messages, then `keys` registered keys that
 //! detect all of it (the node's CPU per message and per (message, key), disk and memory per
 //! key; every digest checked exact for a sample of keys); one recipient with `k` messages
-//! syncing the board (its digests, then its payloads by PIR in a fixed number of queries per
-//! epoch: wall time, the node's CPU, bytes both ways); and freshness for that recipient, online,
+//! syncing the board through the SDK (`omr_client::Client::retrieve`: its digests, then its
+//! payloads by PIR in a fixed number of queries per epoch: wall time, the node's CPU, bytes both
+//! ways); and freshness for that recipient, online,
 //! with the other keys offline (post to "the digest shows it", p50 and p95). Prints JSON.
 //!
 //! cargo build --release -p omr-server --bin omrd
@@ -14,15 +15,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use omr_light::{Address, SecretKey, OMR_LIGHT_V1};
-use omr_pir::attachment::unframe_message;
-use omr_pir::PIR_V1;
 use omr_test_support::{light_message, LightRecipient, Omrd, RawClient};
 use rand::seq::index::sample;
 use rayon::prelude::*;
 use serde_json::{json, Value};
-
-/// PIR queries per epoch a recipient retrieves from, whatever it has there (dummies fill up).
-const QUERIES_PER_EPOCH: usize = 8;
 
 /// omrd's CPU seconds so far (user + system), from /proc.
 fn cpu_secs(pid: u32) -> f64 {
@@ -187,49 +183,54 @@ async fn main() -> anyhow::Result<()> {
     }
     let digest_phase = (cpu_secs(pid) - cpu2, t2.elapsed().as_secs_f64());
     assert_eq!(found, mine, "the recipient's digest is exact");
-    // Every epoch of the range is asked, those without a message of the recipient's too.
-    let mut by_epoch: BTreeMap<u64, Vec<usize>> =
-        (0..(board / d) as u64).map(|e| (e, Vec::new())).collect();
-    for &i in &found {
-        by_epoch
-            .entry(i / d as u64)
-            .or_default()
-            .push((i % d as u64) as usize);
-    }
+    // The sync as a recipient's SDK makes it (omr-client's `Client::retrieve`): the digests,
+    // then the payloads by PIR, a fixed number of queries from every closed epoch (dummies
+    // where it has fewer messages there), again while an epoch held more than that.
+    let client = omr_client::Client::new(&api.url(""), api.grpc_url())?;
+    let reg = omr_client::Registration {
+        key_id: r.key_id.clone(),
+        access_token: r.token.clone(),
+        start_index: 0,
+        param_set: OMR_LIGHT_V1.name.into(),
+        kbar: 1,
+        grpc_url: api.grpc_url().into(),
+        http_url: Some(api.url("")),
+        registered_at: String::new(),
+    };
+    let mut state = omr_client::DigestState::new(&reg);
     let (cpu3, t3) = (cpu_secs(pid), Instant::now());
-    let (mut hint_bytes, mut up, mut down, mut queries, mut got) = (0usize, 0usize, 0usize, 0, 0);
-    let mut rng = rand::rngs::OsRng;
-    for (&epoch, records) in &by_epoch {
-        let hint = api.pir_hint(epoch).await;
-        // Encoded sizes by the shape's formulas, which the encodings meet exactly.
-        let shape = hint.shape();
-        hint_bytes += shape.hint_bytes(&PIR_V1);
-        let rounds = records.len().div_ceil(QUERIES_PER_EPOCH).max(1);
-        for slot in 0..rounds * QUERIES_PER_EPOCH {
-            let (query, fetch) = match records.get(slot) {
-                Some(&record) => hint.query(record, &mut rng)?,
-                None => hint.dummy_query(&mut rng),
-            };
-            let answer = api.pir_answer(epoch, &query).await;
-            up += shape.query_bytes();
-            down += shape.answer_bytes(&PIR_V1);
-            queries += 1;
-            if let Some(&record) = records.get(slot) {
-                let plain = hint.decode(&fetch, &answer)?;
-                let (p, _) = unframe_message(&plain).expect("a framed message");
-                assert_eq!(p, payload(epoch * d as u64 + record as u64));
-                got += 1;
-            }
+    let (mut sdk_calls, mut sdk_digest_bytes, mut pir) = (0, 0, omr_client::PirFetch::default());
+    let mut got = BTreeMap::new();
+    loop {
+        let g = client.retrieve(&r.secret, &reg, &mut state, None).await?;
+        sdk_calls += 1;
+        sdk_digest_bytes += g.digest_bytes;
+        if let Some(p) = g.pir {
+            pir.epochs += p.epochs;
+            pir.queries += p.queries;
+            pir.bytes_up += p.bytes_up;
+            pir.bytes_down += p.bytes_down;
+        }
+        got.extend(g.messages.into_iter().map(|m| (m.index, m.payload)));
+        if g.pending.is_empty() {
+            break;
         }
     }
     let pir_phase = (cpu_secs(pid) - cpu3, t3.elapsed().as_secs_f64());
-    assert_eq!(got, k, "every payload fetched");
+    assert_eq!(
+        got.keys().copied().collect::<Vec<_>>(),
+        mine,
+        "every payload fetched"
+    );
+    assert!(got.iter().all(|(&i, p)| *p == payload(i)), "payloads exact");
+    let mut rng = rand::rngs::OsRng;
     // One epoch again, its database already built: what a recipient's fetch costs once the
     // epoch's build (done once for everyone) is paid.
     let (cpu4, t4) = (cpu_secs(pid), Instant::now());
-    if let Some(&epoch) = by_epoch.keys().next() {
+    {
+        let epoch = 0;
         let hint = api.pir_hint(epoch).await;
-        for _ in 0..QUERIES_PER_EPOCH {
+        for _ in 0..omr_client::LIGHT_QUERIES_PER_EPOCH {
             api.pir_answer(epoch, &hint.dummy_query(&mut rng).0).await;
         }
     }
@@ -307,9 +308,11 @@ async fn main() -> anyhow::Result<()> {
             "sync": {
                 "digest_calls": calls, "digest_bytes": digest_bytes,
                 "digest_cpu_s": digest_phase.0, "digest_wall_s": digest_phase.1,
-                "pir_epochs": by_epoch.len(), "pir_queries": queries,
-                "pir_hint_bytes": hint_bytes, "pir_up_bytes": up, "pir_down_bytes": down,
-                "pir_cpu_s_first_sync_incl_builds": pir_phase.0, "pir_wall_s": pir_phase.1,
+                // The SDK's whole sync (its digests again, then the payloads).
+                "sdk_calls": sdk_calls, "sdk_digest_bytes": sdk_digest_bytes,
+                "pir_epochs": pir.epochs, "pir_queries": pir.queries,
+                "pir_down_bytes_hints_and_answers": pir.bytes_down, "pir_up_bytes": pir.bytes_up,
+                "sdk_sync_cpu_s_incl_pir_builds": pir_phase.0, "sdk_sync_wall_s": pir_phase.1,
                 "pir_cpu_s_one_epoch_warm": per_epoch_warm.0,
             },
             "freshness_s": { "p50": pct(&mut lat, 0.5), "p95": pct(&mut lat, 0.95),

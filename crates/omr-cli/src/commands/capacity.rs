@@ -9,9 +9,8 @@
 //!   p99 and max, and what was still waiting at the end;
 //! - the time spent loading keys against the time spent detecting.
 //!
-//! On omr-light-v1 (`--param-set omr-light-v1`) a key that is not online is detected a whole
-//! batch (4,096 messages) at a time, so every other key's coverage is measured up to the last
-//! full batch; the online recipient's freshness is measured as on the TFHE lane.
+//! On omr-light-v1 a key that is not online is detected a batch (4,096 messages) at a time:
+//! the other keys' coverage counts up to the last full batch.
 //!
 //! By default a warm-up comes first (one message every key detects), so that every key's first
 //! load from the store is not counted in the steady state; it is reported on its own.
@@ -78,12 +77,9 @@ type Posted = Arc<Mutex<HashMap<u64, Instant>>>;
 type Covered = Arc<Mutex<HashMap<String, Vec<f64>>>>;
 
 pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
-    let name = match a.insecure_test_params {
-        true => omr_core::INSECURE_TEST.name,
-        false => a.param_set.as_str(),
-    };
-    let (set, insecure, _) = omr_client::scheme::param_set(name)
-        .with_context(|| format!("unknown parameter set {name:?}"))?;
+    let name = (a.insecure_test_params).then_some(omr_core::INSECURE_TEST.name);
+    let (set, insecure, _) = omr_client::scheme::param_set(name.unwrap_or(&a.param_set))
+        .with_context(|| format!("unknown parameter set {:?}", a.param_set))?;
     let light = omr_light::LightParams::by_name(set);
     let distinct = a.distinct.clamp(1, a.keys.max(1));
     let pb = ui.items("generating keys", distinct as u64, "");
@@ -93,15 +89,10 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
         pb.inc(1);
     }
     pb.finish_and_clear();
-    let key_bytes = {
-        let dk = sets[0].detection_key.clone();
-        tokio::task::spawn_blocking(move || match light {
-            Some(_) => omr_light::DetectionKey::from_bytes(&dk).map(|k| k.expand().memory_bytes()),
-            None => {
-                omr_core::CompressedDetectionKey::from_bytes(&dk).map(|k| k.expand().memory_bytes())
-            }
-        })
-        .await?? as u64
+    let dk = omr_core::CompressedDetectionKey::from_bytes;
+    let key_bytes = match light {
+        Some(p) => p.detection_key_memory() as u64,
+        None => dk(&sets[0].detection_key)?.expand().memory_bytes() as u64,
     };
     // Where a key that is not online is detected to: the board head, or on a batch scheme the
     // last full batch.

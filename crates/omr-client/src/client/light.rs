@@ -10,7 +10,7 @@
 //! A message whose epoch is still open is reported as pending ([`crate::Retrieval::pending`]) and
 //! fetched by the first call after its epoch closes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use omr_core::Retrieved;
@@ -22,7 +22,6 @@ use serde::Serialize;
 use super::{Client, FetchedDigest};
 use crate::error::{Api, Result};
 use crate::keydir::{DigestState, Registration};
-use crate::retrieve::Retrieval;
 use crate::scheme::Digest;
 
 /// PIR queries a recipient makes of each epoch it fetches payloads from (real ones and
@@ -38,6 +37,16 @@ pub struct PirFetch {
     /// Bytes downloaded (hints, answers) and uploaded (queries).
     pub bytes_down: u64,
     pub bytes_up: u64,
+}
+
+/// What one retrieval's PIR rounds fetched.
+#[derive(Debug, Default)]
+pub(crate) struct LightFetched {
+    pub messages: Vec<Retrieved>,
+    /// Sealed attachments that came with their payloads, by index.
+    pub attachments: BTreeMap<u64, Vec<u8>>,
+    /// `None` when no round was made.
+    pub pir: Option<PirFetch>,
 }
 
 /// The board indices a light digest finds pertinent.
@@ -57,16 +66,17 @@ pub(crate) fn pertinent(
 
 impl Client {
     /// Fetch by PIR the payloads of `state`'s pending messages from every epoch that is ready
-    /// (closed, and detected through), as the module says; put them in `out`.
+    /// (closed on a board of `board_head` messages, and detected through), as the module says.
     pub(crate) async fn fetch_light_payloads(
         &self,
         reg: &Registration,
         state: &mut DigestState,
-        out: &mut Retrieval,
+        board_head: u64,
         epoch_len: u64,
-    ) -> Result<()> {
+    ) -> Result<LightFetched> {
+        let mut out = LightFetched::default();
         let epoch_len = epoch_len.max(1);
-        let ready = out.board_head.min(state.next_from) / epoch_len;
+        let ready = board_head.min(state.next_from) / epoch_len;
         let next = state.next_pir_epoch.unwrap_or(reg.start_index / epoch_len);
         let mut epochs: BTreeSet<u64> = (next..ready).collect();
         epochs.extend(
@@ -110,8 +120,7 @@ impl Client {
             out.pir = Some(pir);
         }
         state.next_pir_epoch = Some(next.max(ready));
-        out.pending = state.pending_payloads.clone();
-        Ok(())
+        Ok(out)
     }
 
     /// One round in `epoch`: its hint, then [`LIGHT_QUERIES_PER_EPOCH`] queries, those for
