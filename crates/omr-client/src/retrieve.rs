@@ -134,7 +134,8 @@ impl Client {
                     out.digests += 1;
                     out.digest_bytes += d.encoded_bytes;
                     for index in pertinent(self, secret, &d)? {
-                        if state.seen.insert(index) {
+                        let pending = state.pending_payloads.contains(&index);
+                        if state.seen.insert(index) && !pending {
                             state.pending_payloads.push(index);
                         }
                     }
