@@ -12,6 +12,12 @@ use crate::follow::Follower;
 
 test_each_backend!(a_light_recipient_gets_its_messages_and_payloads_by_pir);
 
+/// `omr send --to TO --http HTTP --json MORE…`, required to succeed: the board index.
+fn send(to: &std::path::Path, http: &str, more: &[&str]) -> u64 {
+    let args = [&["send", "--to", s(to), "--http", http, "--json"][..], more].concat();
+    omr_json(&args)["index"].as_u64().unwrap()
+}
+
 async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
     let server = TestServer::start_configured(db, |c| {
         c.max_attachment_bytes = Some(1024);
@@ -60,12 +66,12 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
         let address = omr_json(&["address", "--keys", s(&a), "--json"]);
         assert_eq!(address["param_set"], "omr-light-v1");
         let to = a.join("address");
-        let send = |more: &[&str]| -> u64 {
-            let args = [&["send", "--to", s(&to), "--http", &h, "--json"][..], more].concat();
-            omr_json(&args)["index"].as_u64().unwrap()
-        };
-        let first = send(&["--message", "first, in epoch 0"]);
-        let attached = send(&["--message", "with a photo", "--attach", s(&photo)]);
+        let first = send(&to, &h, &["--message", "first, in epoch 0"]);
+        let attached = send(
+            &to,
+            &h,
+            &["--message", "with a photo", "--attach", s(&photo)],
+        );
         assert_eq!(attached, first + 1);
         first
     })
@@ -82,17 +88,7 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
     let (a, h, i) = (alice.clone(), http.clone(), inbox.clone());
     tokio::task::spawn_blocking(move || {
         let to = a.join("address");
-        let late = omr_json(&[
-            "send",
-            "--to",
-            s(&to),
-            "--http",
-            &h,
-            "--message",
-            "late",
-            "--json",
-        ]);
-        let late = late["index"].as_u64().unwrap();
+        let late = send(&to, &h, &["--message", "late"]);
         assert_eq!(late, OMR_LIGHT_V1.batch as u64, "the first of epoch 1");
         wait_detected(&a);
 
@@ -142,17 +138,7 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
         // as an online key's is), its payload to come.
         let mut follower = Follower::start(&a, &["--json"]);
         follower.wait_for_line("\"pending\"");
-        let live = omr_json(&[
-            "send",
-            "--to",
-            s(&to),
-            "--http",
-            &h,
-            "--message",
-            "live",
-            "--json",
-        ]);
-        let live = live["index"].as_u64().unwrap();
+        let live = send(&to, &h, &["--message", "live"]);
         follower.wait_for_line(&format!("\"index\":{live},"));
         assert_eq!(
             follower.count(&format!("\"index\":{live},")),
