@@ -160,7 +160,10 @@ impl<S: DetectionScheme> Job<S> {
         let started = Instant::now();
         let hooks = ctx.hooks.clone();
         let mut held = None;
+        // The hook runs once per job, whichever way it detects.
+        let mut hooked = false;
         if let (Some((first, count)), true) = (batch, messages.is_empty()) {
+            hooked = true;
             let (s, k, h) = (scheme.clone(), key.clone(), hooks.clone());
             held = on_pool(&pool, move || {
                 h.before_job(lane);
@@ -184,7 +187,9 @@ impl<S: DetectionScheme> Job<S> {
             Some(state) => state,
             None => {
                 on_pool(&pool, move || {
-                    hooks.before_job(lane);
+                    if !hooked {
+                        hooks.before_job(lane);
+                    }
                     scheme.detect_and_fold(&key, state, &messages)
                 })
                 .await??
