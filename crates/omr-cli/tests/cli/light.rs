@@ -1,7 +1,9 @@
 //! The `omr` binary on omr-light-v1 against a real omrd on each store: keygen, register, send
 //! (with an attachment), digest (the indices from the digest, the payloads and the attachment by
 //! PIR from the closed epoch in a fixed number of queries, the open epoch's message pending
-//! until its epoch closes), status, and a key or address of the other scheme refused.
+//! until its epoch closes), status, `digest --follow` (a live message announced when detected,
+//! its payload and the earlier pending one fetched once their epoch closes), and a key or
+//! address of the other scheme refused.
 
 use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_test_support::{light_message, test_each_backend, TestDb, TestServer};
@@ -86,7 +88,7 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
         .collect();
     api.post_all(messages).await;
     let (a, h, i) = (alice.clone(), http.clone(), inbox.clone());
-    tokio::task::spawn_blocking(move || {
+    let (mut follower, late, live) = tokio::task::spawn_blocking(move || {
         let to = a.join("address");
         let late = send(&to, &h, &["--message", "late"]);
         assert_eq!(late, OMR_LIGHT_V1.batch as u64, "the first of epoch 1");
@@ -146,6 +148,26 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
             "{:?}",
             follower.seen
         );
+        (follower, late, live)
+    })
+    .await
+    .unwrap();
+
+    // Strangers' messages close epoch 1: the follower fetches both payloads by PIR, once each.
+    let d = OMR_LIGHT_V1.batch as u64;
+    let messages = (live + 1..2 * d)
+        .map(|i| light_message(&stranger, &i.to_le_bytes()))
+        .collect();
+    api.post_all(messages).await;
+    tokio::task::spawn_blocking(move || {
+        // `late` was pending before the follower started (its first object lists it); `live`
+        // was announced by the follower.
+        for (index, text, lines) in [(late, "late", 1), (live, "live", 2)] {
+            follower.wait_for_line(&format!("\"text\":\"{text}\""));
+            let line = format!("\"index\":{index},");
+            let seen = follower.seen.iter().filter(|l| l.contains(&line)).count();
+            assert_eq!(seen, lines, "{text}: {:?}", follower.seen);
+        }
     })
     .await
     .unwrap();
@@ -171,7 +193,7 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
     let head = api.get("/v1/params").await.json::<Value>().await.unwrap()["board_head"].clone();
     assert_eq!(
         head,
-        OMR_LIGHT_V1.batch as u64 + 2,
+        2 * OMR_LIGHT_V1.batch as u64,
         "nothing refused was stored"
     );
 }
