@@ -5,7 +5,8 @@
 //! syncing the board through the SDK (`omr_client::Client::retrieve`: its digests, then its
 //! payloads by PIR in a fixed number of queries per epoch: wall time, the node's CPU, bytes both
 //! ways); and freshness for that recipient, online,
-//! with the other keys offline (post to "the digest shows it", p50 and p95). Prints JSON.
+//! with the other keys offline (post to "the digest shows it", p50 and p95); then, every key
+//! online and the open batch half full, the CPU a new message costs. Prints JSON.
 //!
 //! cargo build --release -p omr-server --bin omrd
 //! cargo run --release -p omr-server --example light_bench -- [keys] [board] [k] [fresh] [omrd]
@@ -273,6 +274,40 @@ async fn main() -> anyhow::Result<()> {
         assert!(pertinent.is_empty(), "key {}: {pertinent:?}", other.key_id);
     }
 
+    // Every key has just asked for its digest: all are online (for `online_secs`, 300 s), and
+    // an online key's open batch is detected again from its first message as the batch grows.
+    // Half fill the open batch, then time new messages one at a time: the CPU each costs with
+    // every key online.
+    let fill = (d / 2).saturating_sub((board + fresh) % d);
+    // Every key has detected the whole board (`omr_max_key_lag`, read from the store at each
+    // scrape, is 0): an online key's cursor is the board head.
+    let caught_up = || {
+        let api = &api;
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(600);
+            while metric(api, "omr_max_key_lag").await > 0.0 {
+                assert!(Instant::now() < deadline, "online keys did not catch up");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let strangers_message = |i: u64| light_message(&strangers[i as usize % 8], &payload(i));
+    api.post_all((0..fill as u64).map(strangers_message).collect())
+        .await;
+    caught_up().await;
+    let online_keys = metric(&api, "omr_keys_online").await;
+    let singles = 10;
+    let (cpu5, pool5) = (
+        cpu_secs(pid),
+        metric(&api, "omr_detect_seconds_total").await,
+    );
+    for i in 0..singles {
+        api.post_all(vec![strangers_message(i)]).await;
+        caught_up().await;
+    }
+    let online_cpu = cpu_secs(pid) - cpu5;
+    let online_pool = metric(&api, "omr_detect_seconds_total").await - pool5;
+
     let store_bytes = store(dir.path());
     // What a key stores per batch: its own half and the batch's shared half, encoded.
     let part = omr_light::Digest::encoded_len(&OMR_LIGHT_V1, &[d]) as f64;
@@ -317,6 +352,14 @@ async fn main() -> anyhow::Result<()> {
             },
             "freshness_s": { "p50": pct(&mut lat, 0.5), "p95": pct(&mut lat, 0.95),
                              "max": pct(&mut lat, 1.0), "samples": fresh },
+            // Every key online, the open batch half full: one new message at a time.
+            "online": {
+                "keys": keys, "keys_online": online_keys,
+                "open_batch_messages": d / 2, "messages": singles,
+                "cpu_ms_per_message": online_cpu / singles as f64 * 1e3,
+                "cpu_ms_per_message_per_online_key": online_cpu / (singles * keys as u64) as f64 * 1e3,
+                "pool_ms_per_message_per_online_key": online_pool / (singles * keys as u64) as f64 * 1e3,
+            },
         }))?
     );
     drop(o);
