@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use omr_core::{OmrError, Retrieved, SecretKey};
 use serde::Serialize;
 
-use crate::client::{pertinent, Client, FetchedDigest, PirFetch, Progress};
+use crate::client::{Client, FetchedDigest, PirFetch, Progress};
 use crate::error::{Api, Error, Result};
 use crate::keydir::{DigestState, Registration};
 use crate::scheme::{Digest, Secret};
@@ -102,8 +102,6 @@ impl Client {
         if state.key_id != reg.key_id {
             *state = DigestState::new(reg);
         }
-        // The server's epoch length, from every digest's headers (the loop runs at least once).
-        let mut epoch_len;
         let mut out = Retrieval {
             from: state.next_from,
             to: state.next_from,
@@ -116,7 +114,6 @@ impl Client {
             out.board_head = d.board_head;
             out.lag = d.lag;
             let (epoch, more) = (d.epoch_length.max(1), d.next_from);
-            epoch_len = epoch;
             out.epoch_length = epoch;
             let end = match secret {
                 Secret::Tfhe(secret) => {
@@ -133,7 +130,11 @@ impl Client {
                 Secret::Light(secret) => {
                     out.digests += 1;
                     out.digest_bytes += d.encoded_bytes;
-                    for index in pertinent(self, secret, &d)? {
+                    let Digest::Light(digest) = &d.digest else {
+                        let what = "a TFHE digest for an omr-light-v1 key".to_string();
+                        return Err(self.protocol(Api::Http, what));
+                    };
+                    for index in secret.pertinent(digest) {
                         let pending = state.pending_payloads.contains(&index);
                         if state.seen.insert(index) && !pending {
                             state.pending_payloads.push(index);
@@ -154,8 +155,8 @@ impl Client {
             }
         }
         if let Secret::Light(_) = secret {
-            let fetched =
-                (self.fetch_light_payloads(reg, state, out.board_head, epoch_len)).await?;
+            let (head, epoch) = (out.board_head, out.epoch_length);
+            let fetched = (self.fetch_light_payloads(reg, state, head, epoch)).await?;
             out.messages.extend(fetched.messages);
             out.attachments = fetched.attachments;
             out.pir = fetched.pir;

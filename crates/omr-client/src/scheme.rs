@@ -71,14 +71,6 @@ impl ClueKey {
         }
     }
 
-    /// A fresh clue, encoded.
-    pub fn make_clue(&self) -> Vec<u8> {
-        match self {
-            ClueKey::Tfhe(k) => k.make_clue().to_bytes(),
-            ClueKey::Light(a) => a.clue().to_bytes(),
-        }
-    }
-
     /// Whether `payload` fits a message to this key.
     pub fn validate_payload(&self, payload: &[u8]) -> Result<(), OmrError> {
         match self {

@@ -28,6 +28,19 @@ pub const STAMPED_VERSION: u8 = 2;
 /// The encoding version of a message that carries an attachment.
 pub const ATTACHMENT_VERSION: u8 = 3;
 
+/// An attachment any message may carry: at most [`MAX_ATTACHMENT_BYTES`] (omr-light-v1's
+/// messages too).
+pub fn validate_attachment(attachment: &[u8]) -> Result<(), OmrError> {
+    if attachment.len() > MAX_ATTACHMENT_BYTES {
+        return Err(OmrError::TooLarge {
+            what: "attachment",
+            got: attachment.len(),
+            limit: MAX_ATTACHMENT_BYTES,
+        });
+    }
+    Ok(())
+}
+
 /// A clue, its payload, an optional attachment and an optional postage nonce.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -52,15 +65,9 @@ impl Message {
         })
     }
 
-    /// The same message with `attachment` (checked against [`MAX_ATTACHMENT_BYTES`]).
+    /// The same message with `attachment` (checked by [`validate_attachment`]).
     pub fn with_attachment(mut self, attachment: Vec<u8>) -> Result<Self, OmrError> {
-        if attachment.len() > MAX_ATTACHMENT_BYTES {
-            return Err(OmrError::TooLarge {
-                what: "attachment",
-                got: attachment.len(),
-                limit: MAX_ATTACHMENT_BYTES,
-            });
-        }
+        validate_attachment(&attachment)?;
         self.attachment = attachment;
         Ok(self)
     }

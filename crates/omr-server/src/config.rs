@@ -216,8 +216,12 @@ pub enum Role {
 impl Config {
     /// `max_attachment_bytes`, or its default for the parameter set (see its docs).
     pub fn attachment_limit(&self) -> usize {
-        let light = omr_light::LightParams::by_name(&self.param_set).is_some();
-        (self.max_attachment_bytes).unwrap_or(if light { 0 } else { 64 * 1024 })
+        self.max_attachment_bytes.unwrap_or_else(|| {
+            match crate::set::Set::by_name(&self.param_set) {
+                Some(crate::set::Set::Light(_)) => 0,
+                _ => crate::epochs::MAX_ATTACHMENT_BYTES,
+            }
+        })
     }
 
     /// Defaults, then `file` (if given; it must exist), then `OMR_*` variables.

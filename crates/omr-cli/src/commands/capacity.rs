@@ -78,8 +78,7 @@ type Covered = Arc<Mutex<HashMap<String, Vec<f64>>>>;
 
 pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
     let name = (a.insecure_test_params).then_some(omr_core::INSECURE_TEST.name);
-    let (set, insecure, _) = omr_client::scheme::param_set(name.unwrap_or(&a.param_set))
-        .with_context(|| format!("unknown parameter set {:?}", a.param_set))?;
+    let (set, insecure, _) = super::known_set(name.unwrap_or(&a.param_set))?;
     let light = omr_light::LightParams::by_name(set);
     let distinct = a.distinct.clamp(1, a.keys.max(1));
     let pb = ui.items("generating keys", distinct as u64, "");
@@ -89,13 +88,18 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
         pb.inc(1);
     }
     pb.finish_and_clear();
-    let dk = omr_core::CompressedDetectionKey::from_bytes;
+    let dk = sets[0].detection_key.clone();
     let key_bytes = match light {
-        Some(p) => p.detection_key_memory() as u64,
-        None => dk(&sets[0].detection_key)?.expand().memory_bytes() as u64,
-    };
-    // Where a key that is not online is detected to: the board head, or on a batch scheme the
-    // last full batch.
+        Some(p) => p.detection_key_memory(),
+        // Off the runtime: an omr-v1 key takes seconds to decode and expand.
+        None => {
+            tokio::task::spawn_blocking(move || {
+                omr_core::CompressedDetectionKey::from_bytes(&dk).map(|k| k.expand().memory_bytes())
+            })
+            .await??
+        }
+    } as u64;
+    // An offline key is detected to the board head, on a batch scheme to its last full batch.
     let batch = light.map_or(1, |p| p.batch as u64);
     let full = move |head: u64| head / batch * batch;
     let tmp = tempfile::tempdir().context("creating a temporary directory")?;
@@ -221,7 +225,6 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
     let report = json!({
         "cpu": ui::cpu_name(),
         "param_set": set,
-        // What "covered" means for a key that is not online.
         "offline_detected_to": if light.is_some() { "the last full batch" } else { "the board head" },
         "keys": a.keys,
         "memory_keys": a.memory_keys,

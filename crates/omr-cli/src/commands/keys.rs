@@ -106,13 +106,20 @@ pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The parameter set `name` (either scheme): its name and largest k̄.
-fn param_set(name: &str, allow_insecure: bool) -> anyhow::Result<(&'static str, usize)> {
-    let (name, insecure, max_kbar) = omr_client::scheme::param_set(name).with_context(|| {
+/// The parameter set `name` of either scheme: its name, whether it is insecure, and its
+/// largest k̄; or an error naming the sets there are.
+pub fn known_set(name: &str) -> anyhow::Result<(&'static str, bool, usize)> {
+    omr_client::scheme::param_set(name).with_context(|| {
         format!(
             "unknown parameter set {name:?} (known: omr-v1, omr-v2, omr-light-v1; insecure-test for tests)"
         )
-    })?;
+    })
+}
+
+/// The parameter set `name` (either scheme), refused if insecure unless allowed: its name and
+/// largest k̄.
+fn param_set(name: &str, allow_insecure: bool) -> anyhow::Result<(&'static str, usize)> {
+    let (name, insecure, max_kbar) = known_set(name)?;
     if insecure && !allow_insecure {
         bail!(
             "parameter set {name} is insecure (for tests only); pass --allow-insecure-params to use it anyway"

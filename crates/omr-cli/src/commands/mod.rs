@@ -14,7 +14,8 @@ mod postage;
 pub use bench::{bench, BenchArgs};
 pub use capacity::{bench_capacity, CapacityArgs};
 pub use keys::{
-    address, delete, keygen, register, status, AddressArgs, KeyArgs, KeygenArgs, RegisterArgs,
+    address, delete, keygen, known_set, register, status, AddressArgs, KeyArgs, KeygenArgs,
+    RegisterArgs,
 };
 pub use messages::{digest, send, DigestArgs, SendArgs};
 pub use pir::{bench_pir, PirBenchArgs};

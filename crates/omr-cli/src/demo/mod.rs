@@ -56,13 +56,8 @@ struct Recipient {
 }
 
 pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
-    let name = match a.insecure_test_params {
-        true => omr_core::INSECURE_TEST.name,
-        false => a.param_set.as_str(),
-    };
-    let (set, insecure, max_kbar) = omr_client::scheme::param_set(name).with_context(|| {
-        format!("unknown parameter set {name:?} (known: omr-v1, omr-v2, omr-light-v1)")
-    })?;
+    let name = (a.insecure_test_params).then_some(omr_core::INSECURE_TEST.name);
+    let (set, insecure, max_kbar) = crate::commands::known_set(name.unwrap_or(&a.param_set))?;
     let light = set == omr_client::scheme::LIGHT_SET;
     let messages = a.messages.unwrap_or(if light { 4096 + 24 } else { 24 });
     let n = a.recipients as usize;

@@ -8,7 +8,6 @@ use std::time::Duration;
 use base64::Engine as _;
 use omr_api::http::{BatchIn, BatchPosted, MessageIn, Posted};
 use omr_api::ErrorCode;
-use omr_core::message::MAX_ATTACHMENT_BYTES;
 use omr_core::{Message, Postage, MAX_POSTAGE_BITS};
 
 use super::{Client, Progress, ServerParams};
@@ -110,7 +109,7 @@ impl Client {
             let stamp = self
                 .solve_postage(draft.postage(), bits, progress.clone())
                 .await?;
-            draft.nonce = stamp.map(|s| s.nonce);
+            draft.set_nonce(stamp);
             match self.post_draft(&draft).await {
                 Ok(index) => return Ok(Sent { index, stamp }),
                 Err(e) if !asked_again && is_postage_refusal(&e) => {
@@ -185,23 +184,17 @@ impl Client {
     /// Post a draft: a TFHE message in its binary encoding, an omr-light-v1 one as JSON (the
     /// binary encoding is omr-core's), retried as [`Client::post`] says.
     async fn post_draft(&self, draft: &Draft) -> Result<u64> {
-        if draft.light {
-            let body = draft.json();
-            let posted = self
-                .retrying_unsent(|| async {
-                    let req = self.http.post(self.url("/v1/messages")).json(&body);
-                    self.http_json::<Posted>(self.http_send(req).await?).await
-                })
-                .await;
-            return already_posted(posted);
-        }
-        let clue = omr_core::Clue::from_bytes(&draft.clue)?;
-        let mut message = Message::new(clue, draft.payload.clone())?;
-        if !draft.attachment.is_empty() {
-            message = message.with_attachment(draft.attachment.clone())?;
-        }
-        message.nonce = draft.nonce;
-        self.post(&message).await
+        let body = match draft {
+            Draft::Tfhe(message) => return self.post(message).await,
+            Draft::Light { .. } => draft.json(),
+        };
+        let posted = self
+            .retrying_unsent(|| async {
+                let req = self.http.post(self.url("/v1/messages")).json(&body);
+                self.http_json::<Posted>(self.http_send(req).await?).await
+            })
+            .await;
+        already_posted(posted)
     }
 
     /// Post one message as it is (stamp it first with [`Client::stamp`] when the server asks for
@@ -232,12 +225,7 @@ impl Client {
         let body = BatchIn {
             messages: messages
                 .iter()
-                .map(|m| MessageIn {
-                    clue: b64(&m.clue.to_bytes()),
-                    payload: b64(&m.payload),
-                    nonce: m.nonce,
-                    attachment: (!m.attachment.is_empty()).then(|| b64(&m.attachment)),
-                })
+                .map(|m| message_in(&m.clue.to_bytes(), &m.payload, &m.attachment, m.nonce))
                 .collect(),
         };
         self.post_batch_in(&body).await
@@ -256,7 +244,7 @@ impl Client {
         for (to, payload) in messages {
             let mut draft = Draft::new(to, payload.clone(), Vec::new())?;
             let stamp = self.solve_postage(draft.postage(), bits, None).await?;
-            draft.nonce = stamp.map(|s| s.nonce);
+            draft.set_nonce(stamp);
             body.messages.push(draft.json());
         }
         self.post_batch_in(&body).await
@@ -275,53 +263,87 @@ impl Client {
     }
 }
 
-/// A message of either scheme, ready to stamp and post: its clue's encoding, payload,
-/// attachment (empty: none) and stamp.
+/// A message of either scheme, ready to stamp and post.
 #[derive(Debug, Clone)]
-pub(super) struct Draft {
-    set: &'static str,
-    light: bool,
-    clue: Vec<u8>,
-    payload: Vec<u8>,
-    attachment: Vec<u8>,
-    nonce: Option<u64>,
+pub(super) enum Draft {
+    /// omr-core's message, posted in its binary encoding.
+    Tfhe(Message),
+    /// An omr-light-v1 message (its clue's encoding; an empty attachment is none), posted as
+    /// JSON: the binary message encoding is omr-core's.
+    Light {
+        set: &'static str,
+        clue: Vec<u8>,
+        payload: Vec<u8>,
+        attachment: Vec<u8>,
+        nonce: Option<u64>,
+    },
 }
 
 impl Draft {
-    /// A fresh clue for `to`, with `payload` (checked against its parameter set) and
-    /// `attachment`.
+    /// A fresh clue for `to`, with `payload` and `attachment`, each checked as its parameter
+    /// set asks.
     pub(super) fn new(to: &ClueKey, payload: Vec<u8>, attachment: Vec<u8>) -> Result<Draft> {
-        to.validate_payload(&payload)?;
-        if attachment.len() > MAX_ATTACHMENT_BYTES {
-            return Err(omr_core::OmrError::TooLarge {
-                what: "attachment",
-                got: attachment.len(),
-                limit: MAX_ATTACHMENT_BYTES,
+        match to {
+            ClueKey::Tfhe(k) => Ok(Draft::Tfhe(
+                Message::new(k.make_clue(), payload)?.with_attachment(attachment)?,
+            )),
+            ClueKey::Light(a) => {
+                to.validate_payload(&payload)?;
+                omr_core::message::validate_attachment(&attachment)?;
+                Ok(Draft::Light {
+                    set: a.params().name,
+                    clue: a.clue().to_bytes(),
+                    payload,
+                    attachment,
+                    nonce: None,
+                })
             }
-            .into());
         }
-        Ok(Draft {
-            set: to.param_set(),
-            light: matches!(to, ClueKey::Light(_)),
-            clue: to.make_clue(),
-            payload,
-            attachment,
-            nonce: None,
-        })
     }
 
     /// Its stamp hash before the nonce (the same for both schemes, named by the set).
     fn postage(&self) -> Postage {
-        Postage::named(self.set, &self.clue, &self.payload).with_attachment(&self.attachment)
+        match self {
+            Draft::Tfhe(m) => m.postage(),
+            Draft::Light {
+                set,
+                clue,
+                payload,
+                attachment,
+                ..
+            } => Postage::named(set, clue, payload).with_attachment(attachment),
+        }
+    }
+
+    fn set_nonce(&mut self, stamp: Option<Stamp>) {
+        let nonce = stamp.map(|s| s.nonce);
+        match self {
+            Draft::Tfhe(m) => m.nonce = nonce,
+            Draft::Light { nonce: n, .. } => *n = nonce,
+        }
     }
 
     fn json(&self) -> MessageIn {
-        MessageIn {
-            clue: b64(&self.clue),
-            payload: b64(&self.payload),
-            nonce: self.nonce,
-            attachment: (!self.attachment.is_empty()).then(|| b64(&self.attachment)),
+        match self {
+            Draft::Tfhe(m) => message_in(&m.clue.to_bytes(), &m.payload, &m.attachment, m.nonce),
+            Draft::Light {
+                clue,
+                payload,
+                attachment,
+                nonce,
+                ..
+            } => message_in(clue, payload, attachment, *nonce),
         }
+    }
+}
+
+/// A message as the board's JSON takes it (an empty attachment is none).
+fn message_in(clue: &[u8], payload: &[u8], attachment: &[u8], nonce: Option<u64>) -> MessageIn {
+    MessageIn {
+        clue: b64(clue),
+        payload: b64(payload),
+        nonce,
+        attachment: (!attachment.is_empty()).then(|| b64(attachment)),
     }
 }
 

@@ -19,10 +19,9 @@ use omr_pir::attachment::unframe_message;
 use omr_pir::{Answer, Query, Shape, PIR_V1};
 use serde::Serialize;
 
-use super::{Client, FetchedDigest};
+use super::Client;
 use crate::error::{Api, Result};
 use crate::keydir::{DigestState, Registration};
-use crate::scheme::Digest;
 
 /// PIR queries a recipient makes of each epoch it fetches payloads from (real ones and
 /// dummies): the same for every recipient, so the count says nothing.
@@ -47,21 +46,6 @@ pub(crate) struct LightFetched {
     pub attachments: BTreeMap<u64, Vec<u8>>,
     /// `None` when no round was made.
     pub pir: Option<PirFetch>,
-}
-
-/// The board indices a light digest finds pertinent.
-pub(crate) fn pertinent(
-    client: &Client,
-    secret: &omr_light::SecretKey,
-    d: &FetchedDigest,
-) -> Result<Vec<u64>> {
-    match &d.digest {
-        Digest::Light(digest) => Ok(secret.pertinent(digest)),
-        Digest::Tfhe(_) => Err(client.protocol(
-            Api::Http,
-            "a TFHE digest for an omr-light-v1 key".to_string(),
-        )),
-    }
 }
 
 impl Client {
@@ -156,7 +140,7 @@ impl Client {
         for (query, fetch) in queries {
             let answer = self.pir_answer(epoch, shape, &query).await?;
             pir.queries += 1;
-            pir.bytes_up += query.to_bytes().len() as u64;
+            pir.bytes_up += shape.query_bytes() as u64;
             pir.bytes_down += shape.answer_bytes(&PIR_V1) as u64;
             if let Some(fetch) = fetch {
                 let h = hint.clone();

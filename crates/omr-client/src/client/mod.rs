@@ -23,7 +23,6 @@ use crate::error::{Api, Error, Result};
 
 pub use board::Sent;
 pub use digest::FetchedDigest;
-pub(crate) use light::pertinent;
 pub use light::{PirFetch, LIGHT_QUERIES_PER_EPOCH};
 pub use registry::KeyStatus;
 
