@@ -14,10 +14,13 @@ pub mod clue;
 pub mod codec;
 mod decode;
 pub mod digest;
+pub mod expand;
 pub mod keys;
 pub mod params;
 pub mod pir;
+pub mod rgsw;
 mod ring;
+pub mod rlwe;
 mod sample;
 pub mod security;
 

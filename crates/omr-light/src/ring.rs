@@ -42,6 +42,11 @@ impl Ntt {
         self.plan.normalize(buf);
     }
 
+    /// `acc ← acc + lhs ⊙ rhs` (NTT domain, vectorised).
+    pub(crate) fn mul_accumulate(&self, acc: &mut [u64], lhs: &[u64], rhs: &[u64]) {
+        self.plan.mul_accumulate(acc, lhs, rhs);
+    }
+
     /// `lhs ← lhs ⊙ rhs` (NTT domain).
     pub(crate) fn mul_assign(&self, lhs: &mut [u64], rhs: &[u64]) {
         for (l, &r) in lhs.iter_mut().zip(rhs) {
