@@ -10,11 +10,20 @@ use crate::rlwe::{Ciphertext, GaloisKey, Secret, COARSE, D, FINE};
 /// The most levels: 2^12 = D outputs from one ciphertext.
 pub const MAX_LEVELS: u32 = 12;
 
-/// Levels from the last that switch keys with the coarse gadget; the earlier ones use the fine
-/// one. Level j's noise is doubled by every later level, so the first levels' noise dominates
+/// Levels, from the last of [`MAX_LEVELS`], whose keys switch with the coarse gadget; the
+/// earlier ones use the fine one. Level j's noise is doubled by every later level, so the first levels' noise dominates
 /// the outputs while the last levels do most of the switches (level j does 2^j): fine early
 /// and coarse late costs 8 % more than all coarse for 1/12 of its noise variance (12 levels).
 pub const COARSE_LEVELS: u32 = 2;
+
+/// The gadget of level j's key.
+fn level_gadget(j: u32) -> crate::rlwe::Gadget {
+    if j + COARSE_LEVELS >= MAX_LEVELS {
+        COARSE
+    } else {
+        FINE
+    }
+}
 
 /// The automorphism keys of expansion: level j uses τ_k with k = D/2^j + 1.
 #[derive(Debug)]
@@ -27,14 +36,7 @@ impl ExpansionKeys {
     pub fn generate(secret: &Secret, levels: u32, rng: &mut impl RngCore) -> ExpansionKeys {
         assert!(levels <= MAX_LEVELS);
         let keys = (0..levels)
-            .map(|j| {
-                let gadget = if j + COARSE_LEVELS >= levels {
-                    COARSE
-                } else {
-                    FINE
-                };
-                secret.galois_key(D / (1 << j) + 1, gadget, rng)
-            })
+            .map(|j| secret.galois_key(D / (1 << j) + 1, level_gadget(j), rng))
             .collect();
         ExpansionKeys { keys }
     }
@@ -42,20 +44,20 @@ impl ExpansionKeys {
     pub fn levels(&self) -> u32 {
         self.keys.len() as u32
     }
+
+    /// The key of level j (τ_k, k = D/2^j + 1).
+    pub fn key(&self, j: usize) -> &GaloisKey {
+        &self.keys[j]
+    }
 }
 
-/// The predicted noise variance of an expanded output: every level doubles the variance before
-/// it (c ± τ(c)) and adds one key switch's, so level j's switch reaches the output times
-/// 2^(L−1−j); the fresh error (variance 1/2) is doubled L times.
+/// The predicted noise variance of an output of `levels` levels: every level doubles the
+/// variance before it (c ± τ(c)) and adds one key switch's, so level j's switch reaches the
+/// output times 2^(L−1−j); the fresh error (variance 1/2) is doubled L times.
 pub fn output_noise_variance(levels: u32) -> f64 {
     let mut var = 0.5;
     for j in 0..levels {
-        let gadget = if j + COARSE_LEVELS >= levels {
-            COARSE
-        } else {
-            FINE
-        };
-        var = 2.0 * var + gadget.noise_variance(0.5);
+        var = 2.0 * var + level_gadget(j).noise_variance(0.5);
     }
     var
 }
@@ -73,10 +75,11 @@ pub fn expansion_factor(levels: u32) -> u64 {
 }
 
 /// The 2^levels ciphertexts of the constants m_0, m_1, … that `query` carries in its first
-/// 2^levels coefficients (the rest must be zero, or output i also holds m_{i+u·2^L}·X^{u·2^L}).
-pub fn expand(query: &Ciphertext, keys: &ExpansionKeys) -> Vec<Ciphertext> {
+/// 2^levels coefficients (the rest must be zero, or output i also holds m_{i+u·2^L}·X^{u·2^L}),
+/// with the first `levels` keys.
+pub fn expand(query: &Ciphertext, keys: &ExpansionKeys, levels: u32) -> Vec<Ciphertext> {
     let mut cts = vec![query.clone()];
-    for (j, key) in keys.keys.iter().enumerate() {
+    for (j, key) in keys.keys[..levels as usize].iter().enumerate() {
         let step = 1usize << j;
         let mut next = vec![None; 2 * step];
         for (i, ct) in cts.into_iter().enumerate() {
@@ -112,7 +115,7 @@ mod tests {
         for (i, &v) in values.iter().enumerate() {
             m[i] = mul(mul(v, delta), f);
         }
-        let out = expand(&s.encrypt(&m, &mut rng), &keys);
+        let out = expand(&s.encrypt(&m, &mut rng), &keys, levels);
         assert_eq!(out.len(), 1 << levels);
         let mut noise = Vec::new();
         for (i, ct) in out.iter().enumerate() {

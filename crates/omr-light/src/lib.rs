@@ -11,14 +11,15 @@
 
 pub mod batch;
 pub mod clue;
+pub mod cmux;
 pub mod codec;
 mod decode;
 pub mod digest;
 pub mod expand;
+pub mod fetch;
 pub mod keys;
 pub mod params;
 pub mod pir;
-pub mod rgsw;
 mod ring;
 pub mod rlwe;
 mod sample;

@@ -32,6 +32,11 @@ pub const COARSE: Gadget = Gadget {
 };
 /// The fine gadget: 8 digits of 8 bits (≈ 2^15 times less variance, twice the NTTs).
 pub const FINE: Gadget = Gadget { bits: 8, digits: 8 };
+/// Between the two: 6 digits of 11 bits (the encrypted bits of the payload fetch).
+pub const MEDIUM: Gadget = Gadget {
+    bits: 11,
+    digits: 6,
+};
 
 impl Gadget {
     /// g_i = 2^(bits·i).
@@ -88,7 +93,7 @@ impl Secret {
         Secret::from_coefficients(cbd1(rng, D))
     }
 
-    fn from_coefficients(coefficients: Vec<i64>) -> Secret {
+    pub(crate) fn from_coefficients(coefficients: Vec<i64>) -> Secret {
         let mut ntt: Vec<u64> = coefficients.iter().map(|&v| lift(v)).collect();
         Ntt::of(D).fwd(&mut ntt);
         Secret { coefficients, ntt }
@@ -97,16 +102,25 @@ impl Secret {
     /// An encryption of `m` (residues mod Q, already scaled) with fresh uniform c1 and
     /// binomial error.
     pub fn encrypt(&self, m: &[u64], rng: &mut impl RngCore) -> Ciphertext {
-        let mut a = vec![0u64; D];
-        uniform_mod_q(rng, &mut a);
-        let e = cbd1(rng, D);
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
+        Ciphertext {
+            c0: self.encrypt_seeded(m, &seed, rng),
+            c1: seeded_c1(&seed),
+        }
+    }
+
+    /// An encryption of `m` whose c1 is expanded from `seed` ([`seeded_c1`]): only c0 and the
+    /// seed need to travel.
+    pub fn encrypt_seeded(&self, m: &[u64], seed: &[u8; 32], rng: &mut impl RngCore) -> Vec<u64> {
+        let a = seeded_c1(seed);
         let mut a_s = a.clone();
         let ntt = Ntt::of(D);
         ntt.fwd(&mut a_s);
         ntt.mul_assign(&mut a_s, &self.ntt);
         ntt.inv(&mut a_s);
-        let c0 = (0..D).map(|i| add(sub(m[i], a_s[i]), lift(e[i]))).collect();
-        Ciphertext { c0, c1: a }
+        let e = cbd1(rng, D);
+        (0..D).map(|i| add(sub(m[i], a_s[i]), lift(e[i]))).collect()
     }
 
     /// c0 + c1·S, centred: the scaled message plus the noise.
@@ -157,6 +171,13 @@ impl Secret {
             })
             .collect()
     }
+}
+
+/// The uniform c1 a 32-byte seed stands for.
+pub fn seeded_c1(seed: &[u8; 32]) -> Vec<u64> {
+    let mut a = vec![0u64; D];
+    uniform_mod_q(&mut crate::sample::stream(seed, 0), &mut a);
+    a
 }
 
 /// τ_k(p)(X) = p(X^k) in Z_Q[X]/(X^D + 1), k odd: coefficient i moves to i·k mod 2D, negated
@@ -224,15 +245,25 @@ pub(crate) fn decompose_ntt(p: &[u64], gadget: Gadget) -> Vec<u64> {
 /// Σ_i digits_i ⊙ rows_i for both halves of the rows, back in the coefficient domain.
 pub(crate) fn gadget_product(digits: &[u64], rows: &[(Vec<u64>, Vec<u64>)]) -> Ciphertext {
     let ntt = Ntt::of(D);
+    let (mut c0, mut c1) = gadget_product_ntt(digits, rows);
+    ntt.inv(&mut c0);
+    ntt.inv(&mut c1);
+    Ciphertext { c0, c1 }
+}
+
+/// [`gadget_product`] left in the NTT domain.
+pub(crate) fn gadget_product_ntt(
+    digits: &[u64],
+    rows: &[(Vec<u64>, Vec<u64>)],
+) -> (Vec<u64>, Vec<u64>) {
+    let ntt = Ntt::of(D);
     let mut c0 = vec![0u64; D];
     let mut c1 = vec![0u64; D];
     for (digit, (b, a)) in digits.chunks_exact(D).zip(rows) {
         ntt.mul_accumulate(&mut c0, digit, b);
         ntt.mul_accumulate(&mut c1, digit, a);
     }
-    ntt.inv(&mut c0);
-    ntt.inv(&mut c1);
-    Ciphertext { c0, c1 }
+    (c0, c1)
 }
 
 impl Ciphertext {

@@ -1,0 +1,105 @@
+//! The batch payload fetch of docs/light/STUDY.md §7: a recipient fetches up to
+//! [`RECORDS_PER_FETCH`] records (payloads) among every record of the served epochs in one
+//! round, and the server learns nothing of which.
+//!
+//! - **Buckets.** Every record sits in its three candidate buckets (public hashes of its board
+//!   index, [`layout::candidate_buckets`]); a client places its wanted records in distinct
+//!   buckets by cuckoo hashing ([`layout::assign`]) and asks every bucket for one record (a
+//!   dummy where it wants none), so each round looks the same.
+//! - **One query.** The values of every bucket (a one-hot selector over the grid rows, and
+//!   three fold bits and three rotation bits as gadget rows) travel in the coefficients of a few
+//!   seeded RLWE ciphertexts, expanded by the server (`expand`).
+//! - **Per bucket.** The selectors pick a grid row (the first dimension, a sum of plaintext
+//!   products); seven CMux (`cmux`) fold its 8 plaintexts into the wanted one by three bits;
+//!   three more rotate the wanted record's residue class to 0; a trace (three automorphisms)
+//!   zeroes the other seven.
+//! - **Answers.** Eight buckets' records share one ciphertext (bucket β's in class β), switched
+//!   to 14 + 18 bits per coefficient: 16 KiB per 8 records.
+//!
+//! The client's one-time [`FetchKey`] (12 expansion keys and the key switching key from S² to
+//! S) is uploaded like the detection key. Its secret is the recipient's, derived from its seed.
+
+pub mod client;
+pub mod layout;
+pub mod server;
+
+use crate::cmux::SquareKey;
+use crate::expand::ExpansionKeys;
+
+pub use client::FetchSecret;
+pub use layout::Geometry;
+pub use server::FetchDb;
+
+/// Records one round fetches at most.
+pub const RECORDS_PER_FETCH: usize = 50;
+/// Buckets of a round: 1.5 × [`RECORDS_PER_FETCH`].
+pub const BUCKETS: usize = 75;
+/// Buckets whose records share one answer ciphertext.
+pub const BUCKETS_PER_ANSWER: usize = 8;
+/// Bits of an answer's c0 after the modulus switch.
+pub const ANSWER_C0_BITS: u32 = 14;
+/// Bits of an answer's c1 after the modulus switch.
+pub const ANSWER_C1_BITS: u32 = 18;
+
+/// What a recipient uploads once so that the server can answer its fetches.
+#[derive(Debug)]
+pub struct FetchKey {
+    pub(crate) expansion: ExpansionKeys,
+    pub(crate) square: SquareKey,
+}
+
+/// One round's query: seeded ciphertexts, each with the levels it is expanded by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchQuery {
+    pub(crate) parts: Vec<QueryPart>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QueryPart {
+    pub(crate) levels: u32,
+    pub(crate) seed: [u8; 32],
+    pub(crate) c0: Vec<u64>,
+}
+
+/// The answer for 8 buckets, after the modulus switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchAnswer {
+    pub(crate) c0: Vec<u16>,
+    pub(crate) c1: Vec<u32>,
+}
+
+impl FetchQuery {
+    /// Bytes on the wire: per part its c0 (62 bits a residue), its seed and its level count.
+    pub fn wire_bytes(&self) -> usize {
+        self.parts.len() * (crate::rlwe::D * 62 / 8 + 32 + 1)
+    }
+}
+
+impl FetchAnswer {
+    /// Bytes on the wire.
+    pub fn wire_bytes(&self) -> usize {
+        crate::rlwe::D * (ANSWER_C0_BITS + ANSWER_C1_BITS) as usize / 8
+    }
+}
+
+/// The chunk sizes (as expansion levels) the `values` of one query travel in: the binary
+/// representation of the count, with what is left below 256 rounded up into one chunk (each
+/// chunk of 2^L values costs 2^L − 1 key switches and one ciphertext up).
+pub(crate) fn chunk_levels(mut values: usize) -> Vec<u32> {
+    let mut out = Vec::new();
+    while values > 0 {
+        let levels = if values >= 1 << crate::expand::MAX_LEVELS {
+            crate::expand::MAX_LEVELS
+        } else if values < 256 {
+            values.next_power_of_two().trailing_zeros()
+        } else {
+            usize::BITS - 1 - values.leading_zeros()
+        };
+        out.push(levels);
+        values = values.saturating_sub(1 << levels);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
