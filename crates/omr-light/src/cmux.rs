@@ -60,18 +60,11 @@ impl Secret {
 }
 
 impl EncryptedBit {
-    /// The bit whose rows `regev` (Enc(g_i·b), i < gadget.digits, coefficient domain) are.
-    pub fn from_regev(regev: &[Ciphertext], gadget: Gadget) -> EncryptedBit {
+    /// The bit whose rows `regev` (Enc(g_i·b), i < gadget.digits, both halves in the NTT
+    /// domain, as `expand::expand_each` gives them) are.
+    pub fn from_regev(regev: Vec<Ciphertext>, gadget: Gadget) -> EncryptedBit {
         assert_eq!(regev.len(), gadget.digits);
-        let ntt = Ntt::of(D);
-        let rows = (regev.iter())
-            .map(|ct| {
-                let (mut b, mut a) = (ct.c0.clone(), ct.c1.clone());
-                ntt.fwd(&mut b);
-                ntt.fwd(&mut a);
-                (b, a)
-            })
-            .collect();
+        let rows = regev.into_iter().map(|ct| (ct.c0, ct.c1)).collect();
         EncryptedBit { gadget, rows }
     }
 
@@ -109,9 +102,10 @@ pub fn cmux(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expand::{expand, expansion_factor, output_noise_variance, ExpansionKeys};
+    use std::sync::Mutex;
+
+    use crate::expand::{expand_each, output_noise_variance, place, ExpansionKeys};
     use crate::params::PRIME_Q as Q;
-    use crate::ring::mul;
     use crate::rlwe::{noise, scaled, variance, MEDIUM};
     use crate::sample::stream;
 
@@ -122,16 +116,33 @@ mod tests {
         let levels = 4;
         let keys = ExpansionKeys::generate(&s, levels, &mut rng);
         let square = s.square_key(&mut rng);
-        // Coefficients 0..6 carry g_i·0, 6..12 carry g_i·1, pre-scaled for expansion.
+        // Values 0..6 are g_i·0, 6..12 are g_i·1.
         let g = MEDIUM;
-        let f = expansion_factor(levels);
-        let mut query = vec![0u64; D];
-        for i in 0..g.digits {
-            query[g.digits + i] = mul(g.factor(i), f);
-        }
-        let regev = expand(&s.encrypt(&query, &mut rng), &keys, levels);
-        let zero = EncryptedBit::from_regev(&regev[..g.digits], g);
-        let one = EncryptedBit::from_regev(&regev[g.digits..2 * g.digits], g);
+        let values: Vec<u64> = (0..2 * g.digits)
+            .map(|v| {
+                if v < g.digits {
+                    0
+                } else {
+                    g.factor(v - g.digits)
+                }
+            })
+            .collect();
+        let query = place(&values, levels);
+        let regev = Mutex::new(vec![None; 2 * g.digits]);
+        expand_each(
+            s.encrypt(&query, &mut rng),
+            &keys,
+            levels,
+            2 * g.digits,
+            &|v, ct| {
+                regev.lock().unwrap()[v] = Some(ct);
+            },
+        );
+        let mut regev: Vec<Ciphertext> = (regev.into_inner().unwrap().into_iter())
+            .map(Option::unwrap)
+            .collect();
+        let one = EncryptedBit::from_regev(regev.split_off(g.digits), g);
+        let zero = EncryptedBit::from_regev(regev, g);
 
         let delta = Q >> 10;
         let m0 = scaled(&(0..D as u64).map(|i| i % 1000).collect::<Vec<_>>(), delta);

@@ -5,49 +5,67 @@
 
 use rand::RngCore;
 
-use crate::rlwe::{Ciphertext, GaloisKey, Secret, COARSE, D, FINE};
+use crate::ring::{add, sub, Ntt};
+use crate::rlwe::{times_monomial, Ciphertext, Gadget, GaloisKey, Secret, COARSE, D, FINE};
 
 /// The most levels: 2^12 = D outputs from one ciphertext.
 pub const MAX_LEVELS: u32 = 12;
 
-/// Levels, from the last of [`MAX_LEVELS`], whose keys switch with the coarse gadget; the
-/// earlier ones use the fine one. Level j's noise is doubled by every later level, so the first levels' noise dominates
-/// the outputs while the last levels do most of the switches (level j does 2^j): fine early
-/// and coarse late costs 8 % more than all coarse for 1/12 of its noise variance (12 levels).
+/// The last levels of an expansion (of any size) whose keys switch with the coarse gadget; the
+/// earlier ones use the fine one. Level j's noise is doubled by every later level, so the
+/// first levels' noise dominates the outputs while the last levels do most of the switches
+/// (level j does 2^j): fine early and coarse late costs little more than all coarse, for 1/12
+/// of its noise variance at 12 levels.
 pub const COARSE_LEVELS: u32 = 2;
 
-/// The gadget of level j's key.
-fn level_gadget(j: u32) -> crate::rlwe::Gadget {
-    if j + COARSE_LEVELS >= MAX_LEVELS {
+/// The gadget of level j's key in an expansion of `levels` levels.
+fn level_gadget(j: u32, levels: u32) -> Gadget {
+    if j + COARSE_LEVELS >= levels {
         COARSE
     } else {
         FINE
     }
 }
 
-/// The automorphism keys of expansion: level j uses τ_k with k = D/2^j + 1.
+/// The automorphism keys of expansion: level j uses τ_k with k = D/2^j + 1, with the fine
+/// gadget for j < 10 and the coarse one for the last two levels of every expansion of at least
+/// `min_levels` levels.
 #[derive(Debug)]
 pub struct ExpansionKeys {
-    keys: Vec<GaloisKey>,
+    fine: Vec<Option<GaloisKey>>,
+    coarse: Vec<Option<GaloisKey>>,
 }
 
 impl ExpansionKeys {
-    /// The keys for `levels` levels.
-    pub fn generate(secret: &Secret, levels: u32, rng: &mut impl RngCore) -> ExpansionKeys {
-        assert!(levels <= MAX_LEVELS);
-        let keys = (0..levels)
-            .map(|j| secret.galois_key(D / (1 << j) + 1, level_gadget(j), rng))
+    /// The keys for expansions of `min_levels` to [`MAX_LEVELS`] levels.
+    pub fn generate(secret: &Secret, min_levels: u32, rng: &mut impl RngCore) -> ExpansionKeys {
+        let k = |j: u32| D / (1 << j) + 1;
+        let fine = (0..MAX_LEVELS)
+            .map(|j| (j + COARSE_LEVELS < MAX_LEVELS).then(|| secret.galois_key(k(j), FINE, rng)))
             .collect();
-        ExpansionKeys { keys }
+        let coarse = (0..MAX_LEVELS)
+            .map(|j| {
+                (j + COARSE_LEVELS >= min_levels).then(|| secret.galois_key(k(j), COARSE, rng))
+            })
+            .collect();
+        ExpansionKeys { fine, coarse }
     }
 
-    pub fn levels(&self) -> u32 {
-        self.keys.len() as u32
+    /// The key of level j in an expansion of `levels` levels (τ_k, k = D/2^j + 1).
+    pub fn key(&self, j: u32, levels: u32) -> &GaloisKey {
+        let keys = if level_gadget(j, levels) == COARSE {
+            &self.coarse
+        } else {
+            &self.fine
+        };
+        keys[j as usize]
+            .as_ref()
+            .expect("a key for every level of the expansions it was made for")
     }
 
-    /// The key of level j (τ_k, k = D/2^j + 1).
-    pub fn key(&self, j: usize) -> &GaloisKey {
-        &self.keys[j]
+    /// Key switching keys it holds (each a row per gadget digit).
+    pub fn keys(&self) -> impl Iterator<Item = &GaloisKey> {
+        self.fine.iter().chain(&self.coarse).flatten()
     }
 }
 
@@ -57,7 +75,7 @@ impl ExpansionKeys {
 pub fn output_noise_variance(levels: u32) -> f64 {
     let mut var = 0.5;
     for j in 0..levels {
-        var = 2.0 * var + level_gadget(j).noise_variance(0.5);
+        var = 2.0 * var + level_gadget(j, levels).noise_variance(0.5);
     }
     var
 }
@@ -74,25 +92,131 @@ pub fn expansion_factor(levels: u32) -> u64 {
     f as u64
 }
 
-/// The 2^levels ciphertexts of the constants m_0, m_1, … that `query` carries in its first
-/// 2^levels coefficients (the rest must be zero, or output i also holds m_{i+u·2^L}·X^{u·2^L}),
-/// with the first `levels` keys.
-pub fn expand(query: &Ciphertext, keys: &ExpansionKeys, levels: u32) -> Vec<Ciphertext> {
-    let mut cts = vec![query.clone()];
-    for (j, key) in keys.keys[..levels as usize].iter().enumerate() {
-        let step = 1usize << j;
-        let mut next = vec![None; 2 * step];
-        for (i, ct) in cts.into_iter().enumerate() {
-            let tau = ct.automorphism(key);
-            next[i + step] = Some(ct.sub(&tau).times_monomial(-(step as i64)));
-            next[i] = Some(ct.add(&tau));
-        }
-        cts = next
-            .into_iter()
-            .map(|c| c.expect("every slot filled"))
-            .collect();
+/// Levels of the expansion tree whose two halves run as parallel rayon tasks.
+const PARALLEL_LEVELS: u32 = 4;
+
+/// The message of a query carrying `values` (at most 2^levels): value v, times 2^−levels, at
+/// coefficient bitrev(v). Reversed bits make every subtree of the expansion a contiguous run
+/// of values, so [`expand_each`] yields them in order and prunes the unused tail.
+pub fn place(values: &[u64], levels: u32) -> Vec<u64> {
+    assert!(values.len() <= 1 << levels && levels <= MAX_LEVELS);
+    let f = expansion_factor(levels);
+    let mut m = vec![0u64; D];
+    for (v, &x) in values.iter().enumerate() {
+        m[reverse(v, levels)] = crate::ring::mul(x, f);
     }
-    cts
+    m
+}
+
+/// The low `bits` bits of `x` reversed.
+fn reverse(x: usize, bits: u32) -> usize {
+    if bits == 0 {
+        0
+    } else {
+        x.reverse_bits() >> (usize::BITS - bits)
+    }
+}
+
+/// Expands `query` (its message made by [`place`]) and calls `sink(v, ct)` for every value
+/// v < `count`, ct encrypting value v as a constant **in the NTT domain** (both halves): depth
+/// first, the top [`PARALLEL_LEVELS`] levels in parallel, so only a path of the tree is held
+/// per task. The last level is computed in the NTT domain, where its consumers want it.
+pub fn expand_each<F>(query: Ciphertext, keys: &ExpansionKeys, levels: u32, count: usize, sink: &F)
+where
+    F: Fn(usize, Ciphertext) + Sync,
+{
+    fn node<F: Fn(usize, Ciphertext) + Sync>(
+        ct: Ciphertext,
+        at: (u32, usize),
+        levels: u32,
+        count: usize,
+        keys: &ExpansionKeys,
+        sink: &F,
+    ) {
+        let (j, index) = at;
+        // The values below this node: the top j bits are reverse(index, j).
+        let first = reverse(index, j) << (levels - j);
+        if first >= count {
+            return;
+        }
+        if j == levels {
+            // Only for an expansion of no levels: the query itself.
+            let mut ct = ct;
+            Ntt::of(D).fwd(&mut ct.c0);
+            Ntt::of(D).fwd(&mut ct.c1);
+            return sink(first, ct);
+        }
+        let step = 1usize << j;
+        let key = keys.key(j, levels);
+        if j + 1 == levels {
+            let (even, odd) = last_split(&ct, key, step);
+            sink(first, even);
+            if first + 1 < count {
+                sink(first + 1, odd);
+            }
+            return;
+        }
+        let tau = ct.automorphism(key);
+        let odd = ct.sub(&tau).times_monomial(-(step as i64));
+        let even = ct.add(&tau);
+        drop((ct, tau));
+        let (left, right) = ((j + 1, index), (j + 1, index + step));
+        if j < PARALLEL_LEVELS {
+            rayon::join(
+                || node(even, left, levels, count, keys, sink),
+                || node(odd, right, levels, count, keys, sink),
+            );
+        } else {
+            node(even, left, levels, count, keys, sink);
+            node(odd, right, levels, count, keys, sink);
+        }
+    }
+    node(query, (0, 0), levels, count, keys, sink);
+}
+
+/// The last split, in the NTT domain: ct + τ(ct) and (ct − τ(ct))·X^−step, without taking
+/// the switched τ(ct) back to coefficients and its children forth again.
+fn last_split(ct: &Ciphertext, key: &GaloisKey, step: usize) -> (Ciphertext, Ciphertext) {
+    let ntt = Ntt::of(D);
+    let (k0, k1) = key.switch_ntt(&ct.c1);
+    let mut t0 = crate::rlwe::automorphism(&ct.c0, key.k());
+    let (mut a0, mut a1) = (ct.c0.clone(), ct.c1.clone());
+    let mut shift = {
+        let mut one = vec![0u64; D];
+        one[0] = 1;
+        times_monomial(&one, -(step as i64))
+    };
+    for p in [&mut t0, &mut a0, &mut a1, &mut shift] {
+        ntt.fwd(p);
+    }
+    let mut even = Ciphertext {
+        c0: vec![0; D],
+        c1: vec![0; D],
+    };
+    let mut odd = even.clone();
+    for i in 0..D {
+        let tau0 = add(t0[i], k0[i]);
+        even.c0[i] = add(a0[i], tau0);
+        even.c1[i] = add(a1[i], k1[i]);
+        odd.c0[i] = sub(a0[i], tau0);
+        odd.c1[i] = sub(a1[i], k1[i]);
+    }
+    ntt.mul_assign(&mut odd.c0, &shift);
+    ntt.mul_assign(&mut odd.c1, &shift);
+    (even, odd)
+}
+
+/// Every output of [`expand_each`], in value order, back in the coefficient domain.
+pub fn expand(query: &Ciphertext, keys: &ExpansionKeys, levels: u32) -> Vec<Ciphertext> {
+    let out = std::sync::Mutex::new(vec![None; 1 << levels]);
+    expand_each(query.clone(), keys, levels, 1 << levels, &|v, mut ct| {
+        Ntt::of(D).inv(&mut ct.c0);
+        Ntt::of(D).inv(&mut ct.c1);
+        out.lock().expect("outputs")[v] = Some(ct);
+    });
+    (out.into_inner().expect("outputs").into_iter())
+        .map(|ct| ct.expect("every output"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -110,11 +234,7 @@ mod tests {
         let keys = ExpansionKeys::generate(&s, levels, &mut rng);
         let delta = Q >> 10;
         let values: Vec<u64> = (0..1u64 << levels).map(|i| (i * 37 + 5) % 1024).collect();
-        let f = expansion_factor(levels);
-        let mut m = vec![0u64; D];
-        for (i, &v) in values.iter().enumerate() {
-            m[i] = mul(mul(v, delta), f);
-        }
+        let m = place(&crate::rlwe::scaled(&values, delta), levels);
         let out = expand(&s.encrypt(&m, &mut rng), &keys, levels);
         assert_eq!(out.len(), 1 << levels);
         let mut noise = Vec::new();

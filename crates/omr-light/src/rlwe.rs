@@ -88,6 +88,30 @@ impl std::fmt::Debug for GaloisKey {
     }
 }
 
+impl GaloisKey {
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    pub fn gadget(&self) -> Gadget {
+        self.gadget
+    }
+
+    /// Rows (one per digit).
+    pub fn rows(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// τ_k(c1) switched from τ_k(S) to S, in the NTT domain: the ciphertext (a, b) with
+    /// a + b·S ≈ τ_k(c1)·τ_k(S).
+    pub fn switch_ntt(&self, c1: &[u64]) -> (Vec<u64>, Vec<u64>) {
+        gadget_product_ntt(
+            &decompose_ntt(&automorphism(c1, self.k), self.gadget),
+            &self.rows,
+        )
+    }
+}
+
 impl Secret {
     pub fn generate(rng: &mut impl RngCore) -> Secret {
         Secret::from_coefficients(cbd1(rng, D))
@@ -242,16 +266,7 @@ pub(crate) fn decompose_ntt(p: &[u64], gadget: Gadget) -> Vec<u64> {
     out
 }
 
-/// Σ_i digits_i ⊙ rows_i for both halves of the rows, back in the coefficient domain.
-pub(crate) fn gadget_product(digits: &[u64], rows: &[(Vec<u64>, Vec<u64>)]) -> Ciphertext {
-    let ntt = Ntt::of(D);
-    let (mut c0, mut c1) = gadget_product_ntt(digits, rows);
-    ntt.inv(&mut c0);
-    ntt.inv(&mut c1);
-    Ciphertext { c0, c1 }
-}
-
-/// [`gadget_product`] left in the NTT domain.
+/// Σ_i digits_i ⊙ rows_i for both halves of the rows, all in the NTT domain.
 pub(crate) fn gadget_product_ntt(
     digits: &[u64],
     rows: &[(Vec<u64>, Vec<u64>)],
@@ -305,8 +320,10 @@ impl Ciphertext {
     /// τ_k(S) to S with `key`. Adds the noise Σ_i digit_i·e_i
     /// ([`Gadget::noise_variance`]).
     pub fn automorphism(&self, key: &GaloisKey) -> Ciphertext {
-        let digits = decompose_ntt(&automorphism(&self.c1, key.k), key.gadget);
-        let mut out = gadget_product(&digits, &key.rows);
+        let (mut c0, mut c1) = key.switch_ntt(&self.c1);
+        Ntt::of(D).inv(&mut c0);
+        Ntt::of(D).inv(&mut c1);
+        let mut out = Ciphertext { c0, c1 };
         for (o, c) in out.c0.iter_mut().zip(automorphism(&self.c0, key.k)) {
             *o = add(*o, c);
         }

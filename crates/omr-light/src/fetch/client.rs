@@ -4,11 +4,12 @@
 use rand::RngCore;
 
 use super::layout::{decode_record, Geometry, Position, BIT_GADGET, CLASSES, FOLD, PLAIN_BITS};
+use super::MIN_PART_LEVELS;
 use super::{chunk_levels, FetchAnswer, FetchKey, FetchQuery, QueryPart, BUCKETS_PER_ANSWER};
 use super::{ANSWER_C0_BITS, ANSWER_C1_BITS};
-use crate::expand::{expansion_factor, ExpansionKeys, MAX_LEVELS};
+use crate::expand::{place, ExpansionKeys};
 use crate::params::PRIME_Q as Q;
-use crate::ring::{exact_product, mul};
+use crate::ring::exact_product;
 use crate::rlwe::{Secret, D};
 use crate::sample::stream;
 
@@ -44,7 +45,7 @@ impl FetchSecret {
     /// The one-time key: the 12 expansion keys and the key switching key from S² to S.
     pub fn key(&self, rng: &mut impl RngCore) -> FetchKey {
         FetchKey {
-            expansion: ExpansionKeys::generate(&self.secret, MAX_LEVELS, rng),
+            expansion: ExpansionKeys::generate(&self.secret, MIN_PART_LEVELS, rng),
             square: self.secret.square_key(rng),
         }
     }
@@ -78,11 +79,7 @@ impl FetchSecret {
         let mut rest = &values[..];
         for levels in chunk_levels(values.len()) {
             let take = rest.len().min(1 << levels);
-            let f = expansion_factor(levels);
-            let mut m = vec![0u64; D];
-            for (slot, &v) in m.iter_mut().zip(&rest[..take]) {
-                *slot = mul(v, f);
-            }
+            let m = place(&rest[..take], levels);
             rest = &rest[take..];
             let mut seed = [0u8; 32];
             rng.fill_bytes(&mut seed);

@@ -82,21 +82,23 @@ impl FetchAnswer {
     }
 }
 
-/// The chunk sizes (as expansion levels) the `values` of one query travel in: the binary
-/// representation of the count, with what is left below 256 rounded up into one chunk (each
-/// chunk of 2^L values costs 2^L − 1 key switches and one ciphertext up).
-pub(crate) fn chunk_levels(mut values: usize) -> Vec<u32> {
-    let mut out = Vec::new();
-    while values > 0 {
-        let levels = if values >= 1 << crate::expand::MAX_LEVELS {
-            crate::expand::MAX_LEVELS
-        } else if values < 256 {
-            values.next_power_of_two().trailing_zeros()
-        } else {
-            usize::BITS - 1 - values.leading_zeros()
-        };
-        out.push(levels);
-        values = values.saturating_sub(1 << levels);
+/// The fewest levels a query part is expanded by (a smaller remainder is padded).
+pub const MIN_PART_LEVELS: u32 = 8;
+
+/// The parts (as expansion levels) the `values` of one query travel in: full parts of 4,096,
+/// then the rest in one part of the next power of two (at least 2^[`MIN_PART_LEVELS`]), whose
+/// unused tail the server prunes. Few parts keep the upload small, and every part ends with two
+/// coarse levels, which do most of its switches.
+pub(crate) fn chunk_levels(values: usize) -> Vec<u32> {
+    let full = 1usize << crate::expand::MAX_LEVELS;
+    let mut out = vec![crate::expand::MAX_LEVELS; values / full];
+    let rest = values % full;
+    if rest > 0 {
+        out.push(
+            rest.next_power_of_two()
+                .trailing_zeros()
+                .max(MIN_PART_LEVELS),
+        );
     }
     out
 }
