@@ -14,7 +14,8 @@
 use rand::RngCore;
 
 use crate::ring::{add, Ntt};
-use crate::rlwe::{decompose_ntt, gadget_product_ntt, Ciphertext, Gadget, Secret, COARSE, D};
+use crate::rlwe::{decompose_ntt, gadget_product_ntt, Ciphertext, Gadget, Secret, SwitchKey};
+use crate::rlwe::{COARSE, D};
 
 /// Rows in the NTT domain (both halves of each).
 type Rows = Vec<(Vec<u64>, Vec<u64>)>;
@@ -33,16 +34,9 @@ impl std::fmt::Debug for EncryptedBit {
     }
 }
 
-/// The key switching key from S² to S (coarse gadget), NTT domain.
-pub struct SquareKey {
-    rows: Rows,
-}
-
-impl std::fmt::Debug for SquareKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SquareKey { .. }")
-    }
-}
+/// The key switching key from S² to S (coarse gadget).
+#[derive(Debug)]
+pub struct SquareKey(pub SwitchKey);
 
 impl Secret {
     /// The key switching key from S² to S.
@@ -53,9 +47,7 @@ impl Secret {
         let s = s2.clone();
         ntt.mul_assign(&mut s2, &s);
         ntt.inv(&mut s2);
-        SquareKey {
-            rows: self.gadget_rows(&s2, COARSE, rng),
-        }
+        SquareKey(self.switch_key(&s2, COARSE, rng))
     }
 }
 
@@ -89,7 +81,7 @@ pub fn cmux(
     let (mut c0, mut c1) = gadget_product_ntt(&decompose_ntt(&d.c0, bit.gadget), &bit.rows);
     let (y0, mut y1) = gadget_product_ntt(&decompose_ntt(&d.c1, bit.gadget), &bit.rows);
     ntt.inv(&mut y1);
-    let (k0, k1) = gadget_product_ntt(&decompose_ntt(&y1, COARSE), &square.rows);
+    let (k0, k1) = square.0.apply_ntt(&y1);
     for j in 0..D {
         c0[j] = add(c0[j], k0[j]);
         c1[j] = add(add(c1[j], y0[j]), k1[j]);

@@ -19,6 +19,9 @@ pub enum Kind {
     DetectionKey = 18,
     SecretKey = 19,
     Digest = 20,
+    FetchKey = 21,
+    FetchQuery = 22,
+    FetchAnswers = 23,
 }
 
 impl Kind {
@@ -29,6 +32,9 @@ impl Kind {
             Kind::DetectionKey => "light detection key",
             Kind::SecretKey => "light secret key",
             Kind::Digest => "light digest",
+            Kind::FetchKey => "light fetch key",
+            Kind::FetchQuery => "light fetch query",
+            Kind::FetchAnswers => "light fetch answers",
         }
     }
 }

@@ -6,7 +6,8 @@
 use rand::RngCore;
 
 use crate::ring::{add, sub, Ntt};
-use crate::rlwe::{times_monomial, Ciphertext, Gadget, GaloisKey, Secret, COARSE, D, FINE};
+use crate::rlwe::{times_monomial, Ciphertext, Gadget, GaloisKey, Secret, SwitchKey};
+use crate::rlwe::{COARSE, D, FINE};
 
 /// The most levels: 2^12 = D outputs from one ciphertext.
 pub const MAX_LEVELS: u32 = 12;
@@ -63,9 +64,35 @@ impl ExpansionKeys {
             .expect("a key for every level of the expansions it was made for")
     }
 
-    /// Key switching keys it holds (each a row per gadget digit).
+    /// Key switching keys it holds, fine ones by level then coarse ones by level.
     pub fn keys(&self) -> impl Iterator<Item = &GaloisKey> {
         self.fine.iter().chain(&self.coarse).flatten()
+    }
+
+    /// The keys for expansions of at least `min_levels` levels as [`ExpansionKeys::keys`]
+    /// wrote them.
+    pub fn read(
+        r: &mut omr_core::codec::Reader<'_>,
+        min_levels: u32,
+    ) -> Result<ExpansionKeys, omr_core::OmrError> {
+        let k = |j: u32| D / (1 << j) + 1;
+        let mut fine = Vec::with_capacity(MAX_LEVELS as usize);
+        for j in 0..MAX_LEVELS {
+            fine.push(if j + COARSE_LEVELS < MAX_LEVELS {
+                Some(GaloisKey::new(k(j), SwitchKey::read(r, FINE)?))
+            } else {
+                None
+            });
+        }
+        let mut coarse = Vec::with_capacity(MAX_LEVELS as usize);
+        for j in 0..MAX_LEVELS {
+            coarse.push(if j + COARSE_LEVELS >= min_levels {
+                Some(GaloisKey::new(k(j), SwitchKey::read(r, COARSE)?))
+            } else {
+                None
+            });
+        }
+        Ok(ExpansionKeys { fine, coarse })
     }
 }
 

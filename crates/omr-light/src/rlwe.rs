@@ -11,6 +11,8 @@
 
 use rand::RngCore;
 
+use omr_core::OmrError;
+
 use crate::params::PRIME_Q as Q;
 use crate::ring::{add, centered, lift, mul, sub, Ntt};
 use crate::sample::{cbd1, uniform_mod_q};
@@ -74,12 +76,78 @@ pub struct Ciphertext {
     pub c1: Vec<u64>,
 }
 
-/// The key that switches τ_k(S) to S: for every digit i, (b_i, a_i) with
-/// b_i = −a_i·S + e_i + g_i·τ_k(S), in the NTT domain.
+/// A key switching key from a secret m to S: for every digit i of `gadget`, (b_i, a_i) with
+/// b_i = −a_i·S + e_i + g_i·m, in the NTT domain; a_i is expanded from a seed, so only the
+/// seed and b_i travel.
+pub struct SwitchKey {
+    gadget: Gadget,
+    seeds: Vec<[u8; 32]>,
+    rows: Vec<(Vec<u64>, Vec<u64>)>,
+}
+
+impl std::fmt::Debug for SwitchKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwitchKey")
+            .field("gadget", &self.gadget)
+            .finish()
+    }
+}
+
+/// Bytes of one row on the wire: its seed and b_i at 62 bits a coefficient.
+pub const ROW_BYTES: usize = 32 + D * 62 / 8;
+
+impl SwitchKey {
+    pub fn gadget(&self) -> Gadget {
+        self.gadget
+    }
+
+    /// The ciphertext (in the NTT domain) of c·m under S, for a polynomial c.
+    pub fn apply_ntt(&self, c: &[u64]) -> (Vec<u64>, Vec<u64>) {
+        gadget_product_ntt(&decompose_ntt(c, self.gadget), &self.rows)
+    }
+
+    /// Its rows: seed, then b_i (coefficient domain) packed at 62 bits.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        for (seed, (b, _)) in self.seeds.iter().zip(&self.rows) {
+            out.extend_from_slice(seed);
+            let mut b = b.clone();
+            Ntt::of(D).inv(&mut b);
+            omr_core::codec::pack_bits(out, b, 62);
+        }
+    }
+
+    /// The key of `gadget` written by [`SwitchKey::write`]; refuses residues not below Q.
+    pub fn read(
+        r: &mut omr_core::codec::Reader<'_>,
+        gadget: Gadget,
+    ) -> Result<SwitchKey, OmrError> {
+        let ntt = Ntt::of(D);
+        let mut seeds = Vec::with_capacity(gadget.digits);
+        let mut rows = Vec::with_capacity(gadget.digits);
+        for _ in 0..gadget.digits {
+            let seed = r.array32()?;
+            let mut b = r.packed(D, 62)?;
+            if b.iter().any(|&x| x >= Q) {
+                return Err(r.err("a key switching row has a coefficient not below Q"));
+            }
+            let mut a = seeded_c1(&seed);
+            ntt.fwd(&mut b);
+            ntt.fwd(&mut a);
+            seeds.push(seed);
+            rows.push((b, a));
+        }
+        Ok(SwitchKey {
+            gadget,
+            seeds,
+            rows,
+        })
+    }
+}
+
+/// The key that switches τ_k(S) to S.
 pub struct GaloisKey {
     k: usize,
-    gadget: Gadget,
-    rows: Vec<(Vec<u64>, Vec<u64>)>,
+    key: SwitchKey,
 }
 
 impl std::fmt::Debug for GaloisKey {
@@ -89,26 +157,23 @@ impl std::fmt::Debug for GaloisKey {
 }
 
 impl GaloisKey {
+    /// The key for τ_k whose rows are `key`'s.
+    pub fn new(k: usize, key: SwitchKey) -> GaloisKey {
+        GaloisKey { k, key }
+    }
+
     pub fn k(&self) -> usize {
         self.k
     }
 
-    pub fn gadget(&self) -> Gadget {
-        self.gadget
-    }
-
-    /// Rows (one per digit).
-    pub fn rows(&self) -> usize {
-        self.rows.len()
+    pub fn key(&self) -> &SwitchKey {
+        &self.key
     }
 
     /// τ_k(c1) switched from τ_k(S) to S, in the NTT domain: the ciphertext (a, b) with
     /// a + b·S ≈ τ_k(c1)·τ_k(S).
     pub fn switch_ntt(&self, c1: &[u64]) -> (Vec<u64>, Vec<u64>) {
-        gadget_product_ntt(
-            &decompose_ntt(&automorphism(c1, self.k), self.gadget),
-            &self.rows,
-        )
+        self.key.apply_ntt(&automorphism(c1, self.k))
     }
 }
 
@@ -165,8 +230,7 @@ impl Secret {
         let tau_s = automorphism(&self.lifted(), k);
         GaloisKey {
             k,
-            gadget,
-            rows: self.gadget_rows(&tau_s, gadget, rng),
+            key: self.switch_key(&tau_s, gadget, rng),
         }
     }
 
@@ -175,25 +239,29 @@ impl Secret {
         self.coefficients.iter().map(|&v| lift(v)).collect()
     }
 
-    /// For every digit i an encryption of g_i·m, both halves in the NTT domain.
-    pub(crate) fn gadget_rows(
-        &self,
-        m: &[u64],
-        gadget: Gadget,
-        rng: &mut impl RngCore,
-    ) -> Vec<(Vec<u64>, Vec<u64>)> {
+    /// The key switching key from m to S.
+    pub fn switch_key(&self, m: &[u64], gadget: Gadget, rng: &mut impl RngCore) -> SwitchKey {
         let ntt = Ntt::of(D);
-        (0..gadget.digits)
+        let mut seeds = Vec::with_capacity(gadget.digits);
+        let rows = (0..gadget.digits)
             .map(|i| {
                 let g = gadget.factor(i);
                 let scaled: Vec<u64> = m.iter().map(|&v| mul(v, g)).collect();
-                let ct = self.encrypt(&scaled, rng);
-                let (mut b, mut a) = (ct.c0, ct.c1);
+                let mut seed = [0u8; 32];
+                rng.fill_bytes(&mut seed);
+                let mut b = self.encrypt_seeded(&scaled, &seed, rng);
+                let mut a = seeded_c1(&seed);
                 ntt.fwd(&mut b);
                 ntt.fwd(&mut a);
+                seeds.push(seed);
                 (b, a)
             })
-            .collect()
+            .collect();
+        SwitchKey {
+            gadget,
+            seeds,
+            rows,
+        }
     }
 }
 

@@ -86,7 +86,12 @@ impl FetchSecret {
             let c0 = self.secret.encrypt_seeded(&m, &seed, rng);
             parts.push(QueryPart { levels, seed, c0 });
         }
-        FetchQuery { parts }
+        FetchQuery {
+            range: geometry.range,
+            rows: geometry.rows,
+            buckets: geometry.buckets.len(),
+            parts,
+        }
     }
 
     /// The records of `wanted` from the answers to its round (a record that comes back is

@@ -101,13 +101,17 @@ impl Position {
 pub struct Geometry {
     pub buckets: Vec<Vec<u64>>,
     pub rows: usize,
+    /// The board indices it holds: from the first to past the last.
+    pub range: (u64, u64),
 }
 
 impl Geometry {
     /// The geometry of the records with these board indices (ascending) in `buckets` buckets.
     pub fn new(indices: impl IntoIterator<Item = u64>, buckets: usize) -> Geometry {
         let mut out = vec![Vec::new(); buckets];
+        let mut range = (u64::MAX, 0);
         for index in indices {
+            range = (range.0.min(index), range.1.max(index + 1));
             for b in candidate_buckets(index, buckets) {
                 out[b].push(index);
             }
@@ -116,6 +120,7 @@ impl Geometry {
         Geometry {
             buckets: out,
             rows: largest.div_ceil(RECORDS_PER_ROW).max(1),
+            range: if range.1 == 0 { (0, 0) } else { range },
         }
     }
 

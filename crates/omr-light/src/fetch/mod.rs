@@ -22,6 +22,7 @@
 pub mod client;
 pub mod layout;
 pub mod server;
+pub mod wire;
 
 use crate::cmux::SquareKey;
 use crate::expand::ExpansionKeys;
@@ -48,9 +49,13 @@ pub struct FetchKey {
     pub(crate) square: SquareKey,
 }
 
-/// One round's query: seeded ciphertexts, each with the levels it is expanded by.
+/// One round's query: the snapshot it is for (its board range, rows and buckets) and seeded
+/// ciphertexts, each with the levels it is expanded by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchQuery {
+    pub range: (u64, u64),
+    pub rows: usize,
+    pub buckets: usize,
     pub(crate) parts: Vec<QueryPart>,
 }
 
@@ -66,20 +71,6 @@ pub(crate) struct QueryPart {
 pub struct FetchAnswer {
     pub(crate) c0: Vec<u16>,
     pub(crate) c1: Vec<u32>,
-}
-
-impl FetchQuery {
-    /// Bytes on the wire: per part its c0 (62 bits a residue), its seed and its level count.
-    pub fn wire_bytes(&self) -> usize {
-        self.parts.len() * (crate::rlwe::D * 62 / 8 + 32 + 1)
-    }
-}
-
-impl FetchAnswer {
-    /// Bytes on the wire.
-    pub fn wire_bytes(&self) -> usize {
-        crate::rlwe::D * (ANSWER_C0_BITS + ANSWER_C1_BITS) as usize / 8
-    }
 }
 
 /// The fewest levels a query part is expanded by (a smaller remainder is padded).

@@ -122,8 +122,29 @@ impl FetchDb {
         Ntt::of(D).fwd(out);
     }
 
-    /// The answers to `query` (one per 8 buckets).
-    pub fn answer(&self, key: &FetchKey, query: &FetchQuery) -> Vec<FetchAnswer> {
+    /// Why `query` is not for this snapshot, if it is not.
+    pub fn check(&self, query: &FetchQuery) -> Result<(), String> {
+        let g = &self.geometry;
+        if query.range != g.range || query.rows != g.rows || query.buckets != g.buckets.len() {
+            return Err(format!(
+                "the query is for board indices {}..{} in {} buckets of {} rows; this snapshot \
+                 is {}..{} in {} buckets of {} rows",
+                query.range.0,
+                query.range.1,
+                query.buckets,
+                query.rows,
+                g.range.0,
+                g.range.1,
+                g.buckets.len(),
+                g.rows
+            ));
+        }
+        Ok(())
+    }
+
+    /// The answers to `query` (one per 8 buckets); refused when [`FetchDb::check`] refuses it.
+    pub fn answer(&self, key: &FetchKey, query: &FetchQuery) -> Result<Vec<FetchAnswer>, String> {
+        self.check(query)?;
         let per_bucket = self.geometry.values_per_bucket();
         let buckets = self.geometry.buckets.len();
         let pending: Vec<Mutex<Option<Pending>>> = (0..buckets).map(|_| Mutex::new(None)).collect();
@@ -157,7 +178,7 @@ impl FetchDb {
                     .expect("a query covers every bucket")
             })
             .collect();
-        picked
+        Ok(picked
             .chunks(BUCKETS_PER_ANSWER)
             .map(|group| {
                 let mut sum = group[0].clone();
@@ -177,7 +198,7 @@ impl FetchDb {
                         .collect(),
                 }
             })
-            .collect()
+            .collect())
     }
 
     /// Value k of bucket b: a selector goes into the column sums, a bit's row is kept. Returns
