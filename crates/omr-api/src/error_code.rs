@@ -157,6 +157,11 @@ error_codes! {
     EpochOpen = "epoch_open", http: 409, grpc: FailedPrecondition;
     /// A PIR query that does not decode or is not for the epoch's database.
     MalformedPirQuery = "malformed_pir_query", http: 400, grpc: InvalidArgument;
+    /// omr-light-v1: a payload fetch for a key that has no fetch key uploaded
+    /// (`PUT /v1/keys/{key_id}/fetch-key`).
+    NoFetchKey = "no_fetch_key", http: 409, grpc: FailedPrecondition;
+    /// omr-light-v1: an uploaded fetch key that does not decode (or is for another set).
+    InvalidFetchKey = "invalid_fetch_key", http: 400, grpc: InvalidArgument;
     /// An internal failure; the server logged the cause.
     Internal = "internal", http: 500, grpc: Internal;
 }

@@ -128,6 +128,23 @@ pub struct Params {
     pub pir_params: Option<String>,
 }
 
+/// The snapshot omr-light-v1's payload fetch serves now (`GET /v1/fetch`): every closed epoch
+/// retention keeps, in `buckets` buckets of `rows` grid rows; a round's query names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FetchRange {
+    /// The first board index of the snapshot.
+    pub start: u64,
+    /// Past the last board index of the snapshot (an epoch boundary).
+    pub end: u64,
+    /// Grid rows of every bucket.
+    pub rows: u32,
+    /// Buckets of a round (75).
+    pub buckets: u32,
+    /// Records a round fetches at most (50).
+    pub records_per_round: u32,
+}
+
 /// Query of `GET /v1/digests/{key_id}`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]

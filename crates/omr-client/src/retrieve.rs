@@ -154,9 +154,13 @@ impl Client {
                 break;
             }
         }
-        if let Secret::Light(_) = secret {
+        if let Secret::Light(secret) = secret {
             let (head, epoch) = (out.board_head, out.epoch_length);
-            let fetched = (self.fetch_light_payloads(reg, state, head, epoch)).await?;
+            let fetched = if self.params().await?.max_attachment_bytes == 0 {
+                (self.fetch_light_batch(secret, reg, state, head, epoch)).await?
+            } else {
+                (self.fetch_light_payloads(reg, state, head, epoch)).await?
+            };
             out.messages.extend(fetched.messages);
             out.attachments = fetched.attachments;
             out.pir = fetched.pir;

@@ -117,6 +117,11 @@ impl SecretKey {
         }
     }
 
+    /// The secret of this recipient's payload fetch (derived from the same seed).
+    pub fn fetch_secret(&self) -> crate::fetch::FetchSecret {
+        crate::fetch::FetchSecret::from_seed(&self.seed)
+    }
+
     pub fn params(&self) -> &'static LightParams {
         self.params
     }

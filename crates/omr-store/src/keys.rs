@@ -222,6 +222,7 @@ impl Store {
         // cascades; deleting explicitly is correct on both.
         for table in [
             "digest_keys",
+            "fetch_keys",
             "worker_leases",
             "accumulators",
             "key_cursors",
@@ -239,6 +240,39 @@ impl Store {
             .await?;
         tx.commit().await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    /// Store (or replace) the fetch key of `key_id` (omr-light-v1); false when there is no such
+    /// key.
+    pub async fn put_fetch_key(&self, key_id: &str, data: &[u8]) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let exists = sqlx::query("SELECT 1 FROM detection_keys WHERE key_id = $1")
+            .bind(key_id.to_string())
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        if exists {
+            sqlx::query("DELETE FROM fetch_keys WHERE key_id = $1")
+                .bind(key_id.to_string())
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("INSERT INTO fetch_keys (key_id, data) VALUES ($1, $2)")
+                .bind(key_id.to_string())
+                .bind(data.to_vec())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(exists)
+    }
+
+    /// The fetch key of a key, if one was uploaded.
+    pub async fn fetch_key(&self, key_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let row = sqlx::query("SELECT data FROM fetch_keys WHERE key_id = $1")
+            .bind(key_id.to_string())
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(row.map(|r| r.try_get(0)).transpose()?)
     }
 
     /// The encoded digest key of a key.

@@ -9,6 +9,7 @@ mod contract;
 mod detection;
 mod layers;
 mod light;
+mod light_fetch;
 mod limits;
 mod param_sets;
 mod pir_limits;

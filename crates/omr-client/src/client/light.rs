@@ -1,6 +1,7 @@
-//! Retrieval on omr-light-v1: the digest says which board indices are the recipient's, not what
-//! they carry; the payloads (and attachments) come by PIR from each closed epoch's database,
-//! whose records are whole messages.
+//! Retrieval on omr-light-v1 from a server that takes attachments: the digest says which board
+//! indices are the recipient's, not what they carry; the payloads and attachments come by PIR
+//! from each closed epoch's database, whose records are whole messages. (A server that takes
+//! none, the default, serves payloads by the batch fetch of `fetch`.)
 //!
 //! What the server sees is the same for every recipient: for every epoch a recipient's
 //! retrievals cover, once the epoch has closed and detection has covered it, the epoch's hint and
@@ -30,12 +31,16 @@ pub const LIGHT_QUERIES_PER_EPOCH: usize = 8;
 /// What fetching omr-light-v1 payloads by PIR cost in one retrieval.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct PirFetch {
-    /// Epoch rounds: a hint and [`LIGHT_QUERIES_PER_EPOCH`] queries each.
+    /// Epochs the fetch covered for the first time.
     pub epochs: usize,
+    /// Queries made: [`LIGHT_QUERIES_PER_EPOCH`] per epoch on a server that takes attachments
+    /// (each epoch its own database), one per round of the batch fetch otherwise.
     pub queries: usize,
     /// Bytes downloaded (hints, answers) and uploaded (queries).
     pub bytes_down: u64,
     pub bytes_up: u64,
+    /// Bytes of the fetch key uploaded (once per key, on its first batch fetch).
+    pub key_bytes_up: u64,
 }
 
 /// What one retrieval's PIR rounds fetched.
@@ -46,6 +51,20 @@ pub(crate) struct LightFetched {
     pub attachments: BTreeMap<u64, Vec<u8>>,
     /// `None` when no round was made.
     pub pir: Option<PirFetch>,
+}
+
+/// (epoch length, first epoch not ready, first epoch not yet fetched from): an epoch is ready
+/// once it closed on a board of `board_head` messages and detection covered it.
+pub(super) fn ready_epochs(
+    reg: &Registration,
+    state: &DigestState,
+    board_head: u64,
+    epoch_len: u64,
+) -> (u64, u64, u64) {
+    let epoch_len = epoch_len.max(1);
+    let ready = board_head.min(state.next_from) / epoch_len;
+    let next = state.next_pir_epoch.unwrap_or(reg.start_index / epoch_len);
+    (epoch_len, ready, next)
 }
 
 impl Client {
@@ -59,9 +78,7 @@ impl Client {
         epoch_len: u64,
     ) -> Result<LightFetched> {
         let mut out = LightFetched::default();
-        let epoch_len = epoch_len.max(1);
-        let ready = board_head.min(state.next_from) / epoch_len;
-        let next = state.next_pir_epoch.unwrap_or(reg.start_index / epoch_len);
+        let (epoch_len, ready, next) = ready_epochs(reg, state, board_head, epoch_len);
         let mut epochs: BTreeSet<u64> = (next..ready).collect();
         epochs.extend(
             (state.pending_payloads.iter())

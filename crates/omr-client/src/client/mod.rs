@@ -8,6 +8,7 @@
 mod attach;
 mod board;
 mod digest;
+mod fetch;
 mod light;
 mod registry;
 mod transport;

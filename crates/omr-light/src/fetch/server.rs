@@ -96,6 +96,11 @@ impl FetchDb {
         self.prepared = Some(prepared);
     }
 
+    /// Bytes [`FetchDb::prepare`] would keep.
+    pub fn prepared_bytes_if_prepared(&self) -> usize {
+        self.geometry.buckets.len() * self.geometry.rows * FOLD * D * 8
+    }
+
     /// Bytes the prepared plaintexts take (0 before [`FetchDb::prepare`]).
     pub fn prepared_bytes(&self) -> usize {
         self.prepared.as_ref().map_or(0, |p| p.len() * D * 8)

@@ -14,6 +14,7 @@ mod board;
 pub mod body;
 mod digests;
 mod error;
+mod fetch;
 mod overload;
 mod pir;
 mod probes;
@@ -100,6 +101,9 @@ fn routes() -> Routes {
         .routes(routes!(admin::create_invite))
         .routes(routes!(pir::get_hint))
         .routes(routes!(pir::post_query))
+        .routes(routes!(fetch::get_range))
+        .routes(routes!(fetch::put_key))
+        .routes(routes!(fetch::post_round))
         .split_for_parts();
     // A long-poll waits up to MAX_WAIT_SECS for detection before its answer.
     let (long_poll, long_poll_document) = OpenApiRouter::new()

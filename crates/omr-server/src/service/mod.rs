@@ -10,11 +10,13 @@
 //! - `status` — a key's status, waiting for it to move, and the stream of it (`key_state`:
 //!   caught up, detecting, waiting, unassigned);
 //! - `params` — what the server says about itself;
-//! - `pir` — attachment epochs built and answered by PIR.
+//! - `pir` — attachment epochs built and answered by PIR; `fetch` — omr-light-v1's payload
+//!   fetch (batch PIR over every closed epoch).
 
 pub mod auth;
 pub mod board;
 pub mod digests;
+pub mod fetch;
 pub mod ingest;
 pub mod invites;
 pub mod key_state;
@@ -55,6 +57,8 @@ pub struct Service {
     pub pir: pir::PirEpochs,
     /// Digest keys and encoded digests, for both transports.
     pub digests: digests::DigestCache,
+    /// omr-light-v1's payload fetch snapshots.
+    pub fetch: fetch::Snapshots,
 }
 
 impl Service {
@@ -73,6 +77,7 @@ impl Service {
             presence: Presence::new(&config),
             pir: pir::PirEpochs::new(config.pir_cached_epochs),
             digests: Default::default(),
+            fetch: Default::default(),
             config,
             set,
             store,

@@ -1,0 +1,254 @@
+//! omr-light-v1's payload fetch (`omr_light::fetch`): a recipient uploads its fetch key once,
+//! then fetches the payloads of its messages in rounds of a fixed shape (75 buckets, up to 50
+//! records) from the snapshot of every closed, retained epoch, without the server learning
+//! which.
+//!
+//! The snapshot is built when a request finds that an epoch has closed since the last one (the
+//! board's messages of the range, each payload framed as a record), transformed within
+//! `light_fetch_prepared_mb`, and kept with the one before it, so that a round made just before
+//! an epoch closed is still answered. Rounds are answered one at a time on the blocking pool
+//! (each already uses every core).
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use omr_api::ErrorCode;
+use omr_light::fetch::wire::answers_to_bytes;
+use omr_light::fetch::{FetchDb, FetchKey, FetchQuery, BUCKETS};
+use omr_light::LightParams;
+use omr_pir::attachment::frame_message;
+use tokio::sync::Semaphore;
+
+use super::Service;
+use crate::error::ServiceError;
+use crate::set::Set;
+
+/// A built snapshot.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub db: FetchDb,
+}
+
+impl Snapshot {
+    /// The board indices it holds.
+    pub fn range(&self) -> (u64, u64) {
+        self.db.geometry().range
+    }
+}
+
+/// The snapshots of this process (the newest and the one before) and the permits.
+#[derive(Debug)]
+pub struct Snapshots {
+    kept: Mutex<Vec<Arc<Snapshot>>>,
+    building: tokio::sync::Mutex<()>,
+    answering: Semaphore,
+}
+
+impl Default for Snapshots {
+    fn default() -> Self {
+        Snapshots {
+            kept: Mutex::new(Vec::new()),
+            building: tokio::sync::Mutex::new(()),
+            answering: Semaphore::new(1),
+        }
+    }
+}
+
+fn light(svc: &Service) -> Result<&'static LightParams, ServiceError> {
+    match svc.set {
+        Set::Light(p) => Ok(p),
+        Set::Tfhe(p) => Err(ServiceError::new(
+            ErrorCode::ParamSetMismatch,
+            format!(
+                "this server runs {}: the payload fetch is omr-light-v1's (TFHE digests carry \
+                 their payloads)",
+                p.name
+            ),
+        )),
+    }
+}
+
+/// The range a snapshot serves now: every closed epoch that retention keeps.
+async fn served_range(svc: &Service) -> Result<(u64, u64), ServiceError> {
+    let head = svc.board_head().await?;
+    let len = svc.epochs.size();
+    let end = svc.epochs.start_of(head);
+    let start = svc
+        .epochs
+        .retired_below(svc.config.retain_digest_messages, head);
+    if start >= end {
+        return Err(ServiceError::new(
+            ErrorCode::UnknownEpoch,
+            format!(
+                "no epoch to fetch from: the board is at {head} and epochs close every {len} \
+                 messages"
+            ),
+        ));
+    }
+    Ok((start, end))
+}
+
+/// The snapshot of the range served now, built if an epoch closed since the last.
+pub async fn current(svc: &Service) -> Result<Arc<Snapshot>, ServiceError> {
+    light(svc)?;
+    let range = served_range(svc).await?;
+    if let Some(s) = find(svc, range) {
+        return Ok(s);
+    }
+    let _one_build = svc.fetch.building.lock().await;
+    if let Some(s) = find(svc, range) {
+        return Ok(s);
+    }
+    let started = Instant::now();
+    let mut records = Vec::with_capacity((range.1 - range.0) as usize);
+    let mut next = range.0;
+    while next < range.1 {
+        let page = (svc
+            .store
+            .read(next, (range.1 - next).min(1 << 12) as u32)
+            .await)
+            .map_err(|e| ServiceError::internal("reading the fetch snapshot's messages", e))?;
+        let Some(last) = page.last().map(|m| m.index) else {
+            break;
+        };
+        for m in page.into_iter().filter(|m| m.index < range.1) {
+            records.push((m.index, frame_message(&m.payload, &[])));
+        }
+        next = last + 1;
+    }
+    let cap = svc.config.light_fetch_prepared_mb << 20;
+    let snapshot = tokio::task::spawn_blocking(move || {
+        let mut db = FetchDb::new(records, BUCKETS);
+        if db.prepared_bytes_if_prepared() <= cap {
+            db.prepare();
+        }
+        Snapshot { db }
+    })
+    .await
+    .map_err(|e| ServiceError::internal("building the fetch snapshot", e))?;
+    tracing::info!(
+        first_index = range.0,
+        end_index = range.1,
+        rows = snapshot.db.geometry().rows,
+        prepared_mib = snapshot.db.prepared_bytes() >> 20,
+        seconds = started.elapsed().as_secs_f64(),
+        "omr-light-v1 payload fetch snapshot built"
+    );
+    let snapshot = Arc::new(snapshot);
+    let mut kept = svc.fetch.kept.lock().expect("snapshots");
+    kept.push(snapshot.clone());
+    let drop = kept.len().saturating_sub(2);
+    kept.drain(..drop);
+    Ok(snapshot)
+}
+
+fn find(svc: &Service, range: (u64, u64)) -> Option<Arc<Snapshot>> {
+    let kept = svc.fetch.kept.lock().expect("snapshots");
+    kept.iter().find(|s| s.range() == range).cloned()
+}
+
+/// Store `bytes` as the fetch key of `key_id` (whose token `authorization` must carry), once it
+/// decodes as an omr-light-v1 fetch key.
+pub async fn put_key(
+    svc: &Service,
+    key_id: &str,
+    authorization: Option<&str>,
+    bytes: Vec<u8>,
+) -> Result<(), ServiceError> {
+    let p = light(svc)?;
+    super::auth::authorize(&svc.store, key_id, authorization).await?;
+    let (bytes, decoded) = tokio::task::spawn_blocking(move || {
+        let r = FetchKey::from_bytes(&bytes).map(|(_, set)| set);
+        (bytes, r)
+    })
+    .await
+    .map_err(|e| ServiceError::internal("decoding a fetch key", e))?;
+    let set = decoded.map_err(|e| {
+        ServiceError::new(
+            ErrorCode::InvalidFetchKey,
+            format!("the fetch key does not decode: {e}"),
+        )
+    })?;
+    if set.id != p.id {
+        return Err(ServiceError::new(
+            ErrorCode::InvalidFetchKey,
+            format!(
+                "the fetch key is for {}, this server runs {}",
+                set.name, p.name
+            ),
+        ));
+    }
+    let stored = (svc.store.put_fetch_key(key_id, &bytes).await)
+        .map_err(|e| ServiceError::internal("storing a fetch key", e))?;
+    if !stored {
+        return Err(ServiceError::unknown_key(key_id));
+    }
+    tracing::info!(%key_id, bytes = bytes.len(), "fetch key stored");
+    Ok(())
+}
+
+/// The most bytes a round's query takes on this server (for the body limit).
+pub fn max_query_bytes() -> usize {
+    // A bucket of a 2^20-message snapshot: 3·2^20 / 75 records, 64 to a row.
+    FetchQuery::max_encoded_len((3usize << 20).div_ceil(BUCKETS * 64) + 1, BUCKETS)
+}
+
+/// The answers to the round `query` (its encoding) of `key_id`; `admit` charges the rate limit
+/// once the round is known to be answerable.
+pub async fn answer(
+    svc: &Service,
+    key_id: &str,
+    authorization: Option<&str>,
+    query: &[u8],
+    admit: impl FnOnce() -> Result<(), ServiceError>,
+) -> Result<Vec<u8>, ServiceError> {
+    let p = light(svc)?;
+    super::auth::authorize(&svc.store, key_id, authorization).await?;
+    let malformed = |why: String| ServiceError::new(ErrorCode::MalformedPirQuery, why);
+    let (query, _) = FetchQuery::from_bytes(query, max_query_bytes())
+        .map_err(|e| malformed(format!("the fetch query does not decode: {e}")))?;
+    let snapshot = match find(svc, query.range) {
+        Some(s) => s,
+        None => {
+            let now = current(svc).await?;
+            if now.range() != query.range {
+                return Err(ServiceError::new(
+                    ErrorCode::UnknownEpoch,
+                    format!(
+                        "the fetch is for board indices {}..{}; this server serves {}..{} now \
+                         (GET /v1/fetch, then make the round again)",
+                        query.range.0,
+                        query.range.1,
+                        now.range().0,
+                        now.range().1
+                    ),
+                ));
+            }
+            now
+        }
+    };
+    snapshot.db.check(&query).map_err(malformed)?;
+    let key = (svc.store.fetch_key(key_id).await)
+        .map_err(|e| ServiceError::internal("loading a fetch key", e))?
+        .ok_or_else(|| {
+            ServiceError::new(
+                ErrorCode::NoFetchKey,
+                format!("key {key_id} has no fetch key: PUT /v1/keys/{key_id}/fetch-key first"),
+            )
+        })?;
+    admit()?;
+    let _permit = (svc.fetch.answering.acquire().await)
+        .map_err(|_| ServiceError::new(ErrorCode::Unavailable, "shutting down"))?;
+    let started = Instant::now();
+    let answers = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, String> {
+        let (key, _) =
+            FetchKey::from_bytes(&key).map_err(|e| format!("a stored fetch key: {e}"))?;
+        let answers = snapshot.db.answer(&key, &query)?;
+        Ok(answers_to_bytes(p, &answers))
+    })
+    .await
+    .map_err(|e| ServiceError::internal("answering a fetch", e))?
+    .map_err(|e| ServiceError::internal("answering a fetch", e))?;
+    tracing::debug!(%key_id, seconds = started.elapsed().as_secs_f64(), "fetch round answered");
+    Ok(answers)
+}

@@ -1,0 +1,259 @@
+//! omr-light-v1's payload fetch through the service, on each store, on a server that takes no
+//! attachments (the light lane's default): three registered recipients and an unregistered one
+//! share a closed epoch (the first and the last index among theirs) and an open one; each
+//! recipient uploads its fetch key and fetches its closed epoch's payloads in one round of the
+//! same size as everyone's, byte-exact. Bad input is refused with its code before any work and
+//! changes nothing: a round without a fetch key, a fetch key that does not decode, missing and
+//! wrong tokens, a malformed query, a query for a snapshot no longer served, a TFHE server.
+
+use omr_light::fetch::layout::{assign, Geometry};
+use omr_light::fetch::wire::answers_from_bytes;
+use omr_light::fetch::{FetchKey, BUCKETS, BUCKETS_PER_ANSWER};
+use omr_light::{SecretKey, OMR_LIGHT_V1};
+use omr_pir::attachment::unframe_message;
+use omr_test_support::{light_message, test_each_backend, RawClient, TestDb, TestServer};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+test_each_backend!(
+    payloads_come_back_by_the_batch_fetch,
+    the_batch_fetch_refuses_bad_input,
+);
+
+async fn light_server(db: &TestDb) -> TestServer {
+    TestServer::start_configured(db, |c| {
+        c.param_set = OMR_LIGHT_V1.name.to_string();
+        c.epoch_len = OMR_LIGHT_V1.batch as u64;
+        c.poll_interval_ms = 200;
+        c.worker_threads = 2;
+    })
+    .await
+}
+
+fn payload(i: u64) -> Vec<u8> {
+    if i.is_multiple_of(7) {
+        (0..OMR_LIGHT_V1.payload_bytes)
+            .map(|b| (b as u64 * 3 + i) as u8)
+            .collect()
+    } else {
+        format!("light payload {i}").into_bytes()
+    }
+}
+
+/// `PUT`/`POST` `bytes` to `path` with `token` (none: no Authorization).
+async fn send(
+    api: &RawClient,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    bytes: Vec<u8>,
+) -> reqwest::Response {
+    let mut req = (api.http().request(method, api.url(path)))
+        .header("content-type", "application/octet-stream")
+        .body(bytes);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    req.send().await.unwrap()
+}
+
+async fn refused(response: reqwest::Response, status: StatusCode, code: &str) {
+    assert_eq!(response.status(), status);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], code, "{body}");
+}
+
+async fn range(api: &RawClient) -> Value {
+    let r = api.get("/v1/fetch").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    r.json().await.unwrap()
+}
+
+/// One round for `wanted` of `secret`'s key: the payloads by index, and the query's size.
+async fn round(
+    api: &RawClient,
+    secret: &SecretKey,
+    key_id: &str,
+    token: &str,
+    wanted: &[u64],
+) -> (Vec<(u64, Vec<u8>)>, usize) {
+    let r = range(api).await;
+    let (start, end) = (r["start"].as_u64().unwrap(), r["end"].as_u64().unwrap());
+    let geometry = Geometry::new(start..end, BUCKETS);
+    assert_eq!(r["rows"].as_u64(), Some(geometry.rows as u64));
+    let (placed, left) = assign(wanted, BUCKETS);
+    assert!(left.is_empty());
+    let fetch = secret.fetch_secret();
+    let query = fetch
+        .query(&geometry, &placed, &mut rand::rngs::OsRng)
+        .to_bytes(&OMR_LIGHT_V1);
+    let path = format!("/v1/keys/{key_id}/fetch");
+    let response = send(
+        api,
+        reqwest::Method::POST,
+        &path,
+        Some(token),
+        query.clone(),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = response.bytes().await.unwrap();
+    let answers = answers_from_bytes(&bytes, BUCKETS.div_ceil(BUCKETS_PER_ANSWER)).unwrap();
+    let got = (fetch.decode(&placed, &answers).into_iter())
+        .map(|(i, record)| {
+            (
+                i,
+                unframe_message(&record)
+                    .expect("a framed payload")
+                    .0
+                    .to_vec(),
+            )
+        })
+        .collect();
+    (got, query.len())
+}
+
+async fn put_fetch_key(api: &RawClient, secret: &SecretKey, key_id: &str, token: &str) {
+    let key = secret
+        .fetch_secret()
+        .key(&mut rand::rngs::OsRng)
+        .to_bytes(&OMR_LIGHT_V1);
+    let path = format!("/v1/keys/{key_id}/fetch-key");
+    let r = send(api, reqwest::Method::PUT, &path, Some(token), key).await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+}
+
+async fn payloads_come_back_by_the_batch_fetch(db: &TestDb) {
+    let s = light_server(db).await;
+    let api = s.client();
+    let rs = [
+        api.register_light().await,
+        api.register_light().await,
+        api.register_light().await,
+    ];
+    let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
+    let d = OMR_LIGHT_V1.batch as u64;
+    // Recipient 0 has the first and the last index of the closed epoch; every recipient has
+    // one message in the open epoch.
+    let to = |i: u64| -> Option<usize> {
+        match i {
+            0 | 99 | 4095 => Some(0),
+            7 | 1000 | 2047 => Some(1),
+            3 | 13 | 23 => Some(2),
+            i if i >= d => Some((i - d) as usize),
+            _ => None,
+        }
+    };
+    let messages = (0..d + 3)
+        .map(|i| {
+            let address = to(i).map_or(stranger.clone(), |r| rs[r].secret.address());
+            light_message(&address, &payload(i))
+        })
+        .collect();
+    api.post_all(messages).await;
+    let mut sizes = Vec::new();
+    for (n, r) in rs.iter().enumerate() {
+        let (start, end, got) = api.light_caught_up(r).await;
+        assert_eq!((start, end), (0, d + 3));
+        let want: Vec<u64> = (0..d + 3).filter(|&i| to(i) == Some(n)).collect();
+        assert_eq!(got, want);
+        put_fetch_key(&api, &r.secret, &r.key_id, &r.token).await;
+        // The closed epoch's; the open epoch's is not in the snapshot.
+        let closed: Vec<u64> = want.iter().copied().filter(|&i| i < d).collect();
+        let (fetched, size) = round(&api, &r.secret, &r.key_id, &r.token, &closed).await;
+        sizes.push(size);
+        let expected: Vec<(u64, Vec<u8>)> = closed.iter().map(|&i| (i, payload(i))).collect();
+        let mut fetched = fetched;
+        fetched.sort();
+        assert_eq!(fetched, expected, "recipient {n}");
+    }
+    // A round with nothing wanted looks the same.
+    let (none, size) = round(&api, &rs[0].secret, &rs[0].key_id, &rs[0].token, &[]).await;
+    assert!(none.is_empty());
+    sizes.push(size);
+    assert!(sizes.windows(2).all(|w| w[0] == w[1]), "{sizes:?}");
+    let r = range(&api).await;
+    assert_eq!((r["start"].as_u64(), r["end"].as_u64()), (Some(0), Some(d)));
+    assert_eq!(
+        (r["buckets"].as_u64(), r["records_per_round"].as_u64()),
+        (Some(75), Some(50))
+    );
+    s.stop().await;
+}
+
+async fn the_batch_fetch_refuses_bad_input(db: &TestDb) {
+    let s = light_server(db).await;
+    let api = s.client();
+    let r = api.register_light().await;
+    // No epoch has closed.
+    refused(
+        api.get("/v1/fetch").await,
+        StatusCode::NOT_FOUND,
+        "unknown_epoch",
+    )
+    .await;
+    let d = OMR_LIGHT_V1.batch as u64;
+    let to = SecretKey::generate(&OMR_LIGHT_V1).address();
+    api.post_all((0..d).map(|i| light_message(&to, &payload(i))).collect())
+        .await;
+    let rng = &mut rand::rngs::OsRng;
+    let fetch = r.secret.fetch_secret();
+    let geometry = Geometry::new(0..d, BUCKETS);
+    let query = fetch.query(&geometry, &[], rng).to_bytes(&OMR_LIGHT_V1);
+    let (post, put) = (reqwest::Method::POST, reqwest::Method::PUT);
+    let round_path = format!("/v1/keys/{}/fetch", r.key_id);
+    let key_path = format!("/v1/keys/{}/fetch-key", r.key_id);
+    let tok = Some(r.token.as_str());
+    // A round before the fetch key.
+    let response = send(&api, post.clone(), &round_path, tok, query.clone()).await;
+    refused(response, StatusCode::CONFLICT, "no_fetch_key").await;
+    // Fetch keys: cut short, not a fetch key, without and with a wrong token.
+    let key = fetch.key(rng).to_bytes(&OMR_LIGHT_V1);
+    let key_len = key.len();
+    for bad in [key[..key.len() - 9].to_vec(), query.clone()] {
+        let response = send(&api, put.clone(), &key_path, tok, bad).await;
+        refused(response, StatusCode::BAD_REQUEST, "invalid_fetch_key").await;
+    }
+    let response = send(&api, put.clone(), &key_path, None, key.clone()).await;
+    refused(response, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    let response = send(&api, put.clone(), &key_path, Some("wrong"), key.clone()).await;
+    refused(response, StatusCode::FORBIDDEN, "forbidden").await;
+    // Nothing was stored.
+    let response = send(&api, post.clone(), &round_path, tok, query.clone()).await;
+    refused(response, StatusCode::CONFLICT, "no_fetch_key").await;
+    let response = send(&api, put.clone(), &key_path, tok, key).await;
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    // Queries: cut short, for a snapshot that is not served, for an unknown key.
+    let response = send(&api, post.clone(), &round_path, tok, query[..100].to_vec()).await;
+    refused(response, StatusCode::BAD_REQUEST, "malformed_pir_query").await;
+    let other = Geometry::new(0..d - 1, BUCKETS);
+    let stale = fetch.query(&other, &[], rng).to_bytes(&OMR_LIGHT_V1);
+    let response = send(&api, post.clone(), &round_path, tok, stale).await;
+    refused(response, StatusCode::NOT_FOUND, "unknown_epoch").await;
+    let response = send(
+        &api,
+        post.clone(),
+        "/v1/keys/nobody/fetch",
+        tok,
+        query.clone(),
+    )
+    .await;
+    refused(response, StatusCode::NOT_FOUND, "unknown_key").await;
+    // And the round itself works.
+    let response = send(&api, post, &round_path, tok, query).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(key_len, FetchKey::encoded_len());
+    s.stop().await;
+
+    // A TFHE server (its own store) has no payload fetch.
+    let tfhe_db = TestDb::sqlite().await;
+    let tfhe = TestServer::start_configured(&tfhe_db, |_| {}).await;
+    let api = tfhe.client();
+    refused(
+        api.get("/v1/fetch").await,
+        StatusCode::BAD_REQUEST,
+        "param_set_mismatch",
+    )
+    .await;
+    tfhe.stop().await;
+}
