@@ -253,12 +253,14 @@ async fn a_server_cannot_make_the_client_allocate_what_it_declares() {
     }
 }
 
-/// omr-light-v1 through the SDK: sealed messages to a light address, detected, their payloads
-/// fetched by PIR in rounds of a fixed number of queries: an epoch holding more of the
-/// recipient's messages than one round fetches takes another round on the next call.
+/// omr-light-v1 through the SDK, on a server that takes no attachments: sealed messages to a
+/// light address, detected, their payloads fetched by the batch fetch: the fetch key uploaded
+/// on the first round, more messages than a round takes in a second round of the same call,
+/// and no round once nothing new has closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn light_payloads_come_by_pir_in_fixed_rounds() {
-    use omr_client::{Address, ClueKey, Keys, SealKey, LIGHT_QUERIES_PER_EPOCH};
+async fn light_payloads_come_by_the_batch_fetch_in_rounds() {
+    use omr_client::{Address, ClueKey, Keys, SealKey};
+    use omr_light::fetch::{FetchKey, RECORDS_PER_FETCH};
     let db = TestDb::sqlite().await;
     let d = omr_light::OMR_LIGHT_V1.batch as u64;
     let server = TestServer::start_configured(&db, |c| {
@@ -283,8 +285,8 @@ async fn light_payloads_come_by_pir_in_fixed_rounds() {
         seal: seal.public().clone(),
     };
 
-    // Two more than a round's queries, sealed, at the start of epoch 0; strangers fill it.
-    let extra = LIGHT_QUERIES_PER_EPOCH + 2;
+    // Two more than a round fetches, sealed, in epoch 0; strangers close it.
+    let extra = RECORDS_PER_FETCH + 2;
     let mut sent = Vec::new();
     for i in 0..extra {
         let letter = format!("letter {i}");
@@ -295,7 +297,7 @@ async fn light_payloads_come_by_pir_in_fixed_rounds() {
             .index;
         sent.push((index, letter));
     }
-    let noise: Vec<(ClueKey, Vec<u8>)> = (extra as u64..d)
+    let noise: Vec<(ClueKey, Vec<u8>)> = (extra as u64..d + 2)
         .map(|i| (stranger.clue_key.clone(), i.to_le_bytes().to_vec()))
         .collect();
     for chunk in noise.chunks(1000) {
@@ -304,46 +306,29 @@ async fn light_payloads_come_by_pir_in_fixed_rounds() {
     wait_detected(&client, &reg).await;
 
     let mut state = DigestState::new(&reg);
-    let opened = |got: &omr_client::Retrieval| -> Vec<(u64, String)> {
-        got.open(&seal)
-            .into_iter()
-            .map(|r| {
-                (
-                    r.index,
-                    String::from_utf8(r.letter.bytes().unwrap().to_vec()).unwrap(),
-                )
-            })
-            .collect()
-    };
     let first = client
         .retrieve(&me.secret, &reg, &mut state, None)
         .await
         .unwrap();
-    assert_eq!(opened(&first), sent[..LIGHT_QUERIES_PER_EPOCH]);
-    assert_eq!(
-        first.pending,
-        sent[LIGHT_QUERIES_PER_EPOCH..]
-            .iter()
-            .map(|s| s.0)
-            .collect::<Vec<_>>()
-    );
-    let pir = first.pir.expect("a PIR round");
-    assert_eq!((pir.epochs, pir.queries), (1, LIGHT_QUERIES_PER_EPOCH));
-    // The rest in a second round of the same epoch, as many queries.
-    let second = client
+    let opened: Vec<(u64, String)> = (first.open(&seal).into_iter())
+        .map(|r| {
+            let text = String::from_utf8(r.letter.bytes().unwrap().to_vec()).unwrap();
+            (r.index, text)
+        })
+        .collect();
+    assert_eq!(opened, sent);
+    assert!(first.pending.is_empty());
+    let pir = first.pir.expect("fetch rounds");
+    assert_eq!((pir.epochs, pir.queries), (1, 2));
+    assert_eq!(pir.key_bytes_up, FetchKey::encoded_len() as u64);
+    // Two rounds of one size: each query ≈ 64 KB up, 10 answers of 16 KiB down.
+    assert_eq!(pir.bytes_up % 2, 0);
+    assert!(pir.bytes_up / 2 < 70_000, "{pir:?}");
+    assert!(pir.bytes_down / 2 < 170_000, "{pir:?}");
+    // Nothing new has closed: no round.
+    let again = client
         .retrieve(&me.secret, &reg, &mut state, None)
         .await
         .unwrap();
-    assert_eq!(opened(&second), sent[LIGHT_QUERIES_PER_EPOCH..]);
-    assert!(second.pending.is_empty());
-    assert_eq!(
-        second.pir.map(|p| (p.epochs, p.queries)),
-        Some((1, LIGHT_QUERIES_PER_EPOCH))
-    );
-    // Then nothing: no query at all.
-    let third = client
-        .retrieve(&me.secret, &reg, &mut state, None)
-        .await
-        .unwrap();
-    assert!(third.messages.is_empty() && third.pending.is_empty() && third.pir.is_none());
+    assert!(again.messages.is_empty() && again.pending.is_empty() && again.pir.is_none());
 }

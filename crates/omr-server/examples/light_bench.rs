@@ -3,8 +3,9 @@
 //! detect all of it (the node's CPU per message and per (message, key), disk and memory per
 //! key; every digest checked exact for a sample of keys); one recipient with `k` messages
 //! syncing the board through the SDK (`omr_client::Client::retrieve`: its digests, then its
-//! payloads by PIR in a fixed number of queries per epoch: wall time, the node's CPU, bytes both
-//! ways); and freshness for that recipient, online,
+//! payloads by the batch fetch, in rounds of 50: wall time, the node's CPU, bytes both ways; the
+//! one-time fetch key and the snapshot built once per closed epoch apart); and freshness for
+//! that recipient, online,
 //! with the other keys offline (post to "the digest shows it", p50 and p95); then, every key
 //! online and the open batch half full, the CPU a new message costs. Prints JSON.
 //!
@@ -185,8 +186,7 @@ async fn main() -> anyhow::Result<()> {
     let digest_phase = (cpu_secs(pid) - cpu2, t2.elapsed().as_secs_f64());
     assert_eq!(found, mine, "the recipient's digest is exact");
     // The sync as a recipient's SDK makes it (omr-client's `Client::retrieve`): the digests,
-    // then the payloads by PIR, a fixed number of queries from every closed epoch (dummies
-    // where it has fewer messages there), again while an epoch held more than that.
+    // then the payloads by the batch fetch, one round of 75 buckets per 50 records.
     let client = omr_client::Client::new(&api.url(""), api.grpc_url())?;
     let reg = omr_client::Registration {
         key_id: r.key_id.clone(),
@@ -198,6 +198,15 @@ async fn main() -> anyhow::Result<()> {
         http_url: Some(api.url("")),
         registered_at: String::new(),
     };
+    // Once per key: its fetch key. Once per closed epoch, for every recipient: the snapshot.
+    let fetch_secret = r.secret.fetch_secret();
+    let mut key_upload = omr_client::PirFetch::default();
+    let (cpu_k, t_k) = (cpu_secs(pid), Instant::now());
+    client.upload_fetch_key(&fetch_secret, &reg, &mut key_upload).await?;
+    let key_phase = (cpu_secs(pid) - cpu_k, t_k.elapsed().as_secs_f64());
+    let (cpu_s, t_s) = (cpu_secs(pid), Instant::now());
+    let range: Value = api.get("/v1/fetch").await.json().await?;
+    let snapshot_phase = (cpu_secs(pid) - cpu_s, t_s.elapsed().as_secs_f64());
     let mut state = omr_client::DigestState::new(&reg);
     let (cpu3, t3) = (cpu_secs(pid), Instant::now());
     let (mut sdk_calls, mut sdk_digest_bytes, mut pir) = (0, 0, omr_client::PirFetch::default());
@@ -224,18 +233,20 @@ async fn main() -> anyhow::Result<()> {
         "every payload fetched"
     );
     assert!(got.iter().all(|(&i, p)| *p == payload(i)), "payloads exact");
-    let mut rng = rand::rngs::OsRng;
-    // One epoch again, its database already built: what a recipient's fetch costs once the
-    // epoch's build (done once for everyone) is paid.
+    // One more round alone (nothing wanted): what every recipient's round costs the server.
+    let (start, end) = (range["start"].as_u64().unwrap(), range["end"].as_u64().unwrap());
+    let geometry = omr_light::fetch::Geometry::new(start..end, omr_light::fetch::BUCKETS);
+    let query = fetch_secret.query(&geometry, &[], &mut rand::rngs::OsRng);
     let (cpu4, t4) = (cpu_secs(pid), Instant::now());
-    {
-        let epoch = 0;
-        let hint = api.pir_hint(epoch).await;
-        for _ in 0..omr_client::LIGHT_QUERIES_PER_EPOCH {
-            api.pir_answer(epoch, &hint.dummy_query(&mut rng).0).await;
-        }
-    }
-    let per_epoch_warm = (cpu_secs(pid) - cpu4, t4.elapsed().as_secs_f64());
+    let answered = (api.http().post(api.url(&format!("/v1/keys/{}/fetch", r.key_id))))
+        .bearer_auth(&r.token)
+        .header("content-type", "application/octet-stream")
+        .body(query.to_bytes(&OMR_LIGHT_V1))
+        .send()
+        .await?;
+    assert!(answered.status().is_success());
+    answered.bytes().await?;
+    let round_warm = (cpu_secs(pid) - cpu4, t4.elapsed().as_secs_f64());
 
     // Freshness: one message to the recipient at a time, the recipient online.
     let mut lat = Vec::new();
@@ -345,10 +356,14 @@ async fn main() -> anyhow::Result<()> {
                 "digest_cpu_s": digest_phase.0, "digest_wall_s": digest_phase.1,
                 // The SDK's whole sync (its digests again, then the payloads).
                 "sdk_calls": sdk_calls, "sdk_digest_bytes": sdk_digest_bytes,
-                "pir_epochs": pir.epochs, "pir_queries": pir.queries,
-                "pir_down_bytes_hints_and_answers": pir.bytes_down, "pir_up_bytes": pir.bytes_up,
-                "sdk_sync_cpu_s_incl_pir_builds": pir_phase.0, "sdk_sync_wall_s": pir_phase.1,
-                "pir_cpu_s_one_epoch_warm": per_epoch_warm.0,
+                "fetch_epochs": pir.epochs, "fetch_rounds": pir.queries,
+                "fetch_down_bytes": pir.bytes_down, "fetch_up_bytes": pir.bytes_up,
+                "sdk_sync_cpu_s": pir_phase.0, "sdk_sync_wall_s": pir_phase.1,
+                "fetch_round_cpu_s_alone": round_warm.0, "fetch_round_wall_s_alone": round_warm.1,
+                "fetch_key_bytes_once": key_upload.key_bytes_up,
+                "fetch_key_upload_cpu_s": key_phase.0,
+                "snapshot_build_cpu_s_once_per_epoch": snapshot_phase.0,
+                "snapshot_build_wall_s": snapshot_phase.1,
             },
             "freshness_s": { "p50": pct(&mut lat, 0.5), "p95": pct(&mut lat, 0.95),
                              "max": pct(&mut lat, 1.0), "samples": fresh },

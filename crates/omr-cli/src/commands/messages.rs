@@ -288,8 +288,13 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
 /// fetch of the others cost.
 fn print_light(got: &Retrieval) {
     if let Some(pir) = &got.pir {
+        let key = if pir.key_bytes_up > 0 {
+            format!(", and the fetch key once: {}", ui::size(pir.key_bytes_up))
+        } else {
+            String::new()
+        };
         println!(
-            "  payloads by PIR: {} epoch{}, {} queries ({} up, {} down)",
+            "  payloads by PIR: {} epoch{}, {} queries ({} up, {} down{key})",
             pir.epochs,
             if pir.epochs == 1 { "" } else { "s" },
             pir.queries,
