@@ -202,7 +202,9 @@ async fn main() -> anyhow::Result<()> {
     let fetch_secret = r.secret.fetch_secret();
     let mut key_upload = omr_client::PirFetch::default();
     let (cpu_k, t_k) = (cpu_secs(pid), Instant::now());
-    client.upload_fetch_key(&fetch_secret, &reg, &mut key_upload).await?;
+    client
+        .upload_fetch_key(&fetch_secret, &reg, &mut key_upload)
+        .await?;
     let key_phase = (cpu_secs(pid) - cpu_k, t_k.elapsed().as_secs_f64());
     let (cpu_s, t_s) = (cpu_secs(pid), Instant::now());
     let range: Value = api.get("/v1/fetch").await.json().await?;
@@ -234,16 +236,21 @@ async fn main() -> anyhow::Result<()> {
     );
     assert!(got.iter().all(|(&i, p)| *p == payload(i)), "payloads exact");
     // One more round alone (nothing wanted): what every recipient's round costs the server.
-    let (start, end) = (range["start"].as_u64().unwrap(), range["end"].as_u64().unwrap());
+    let (start, end) = (
+        range["start"].as_u64().unwrap(),
+        range["end"].as_u64().unwrap(),
+    );
     let geometry = omr_light::fetch::Geometry::new(start..end, omr_light::fetch::BUCKETS);
     let query = fetch_secret.query(&geometry, &[], &mut rand::rngs::OsRng);
     let (cpu4, t4) = (cpu_secs(pid), Instant::now());
-    let answered = (api.http().post(api.url(&format!("/v1/keys/{}/fetch", r.key_id))))
-        .bearer_auth(&r.token)
-        .header("content-type", "application/octet-stream")
-        .body(query.to_bytes(&OMR_LIGHT_V1))
-        .send()
-        .await?;
+    let answered = (api
+        .http()
+        .post(api.url(&format!("/v1/keys/{}/fetch", r.key_id))))
+    .bearer_auth(&r.token)
+    .header("content-type", "application/octet-stream")
+    .body(query.to_bytes(&OMR_LIGHT_V1))
+    .send()
+    .await?;
     assert!(answered.status().is_success());
     answered.bytes().await?;
     let round_warm = (cpu_secs(pid) - cpu4, t4.elapsed().as_secs_f64());

@@ -11,7 +11,9 @@ use omr_light::fetch::wire::answers_from_bytes;
 use omr_light::fetch::{FetchKey, BUCKETS, BUCKETS_PER_ANSWER};
 use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_pir::attachment::unframe_message;
-use omr_test_support::{light_message, test_each_backend, RawClient, TestDb, TestServer};
+use omr_proto::v1::{FetchRequest, GetFetchRangeRequest, PutFetchKeyRequest};
+use omr_test_support::TestServer;
+use omr_test_support::{light_message, test_each_backend, with_token, RawClient, TestDb};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -167,6 +169,36 @@ async fn payloads_come_back_by_the_batch_fetch(db: &TestDb) {
         fetched.sort();
         assert_eq!(fetched, expected, "recipient {n}");
     }
+    // gRPC: the same snapshot, and a round whose answers decode to the same payloads.
+    let mut detector = api.detector().await;
+    let grpc_range = (detector.get_fetch_range(GetFetchRangeRequest {}).await)
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (grpc_range.start, grpc_range.end, grpc_range.buckets),
+        (0, d, 75)
+    );
+    let r0 = &rs[0];
+    let geometry = Geometry::new(0..d, BUCKETS);
+    let (placed, _) = assign(&[0, 4095], BUCKETS);
+    let fetch = r0.secret.fetch_secret();
+    let query = fetch
+        .query(&geometry, &placed, &mut rand::rngs::OsRng)
+        .to_bytes(&OMR_LIGHT_V1);
+    let request = FetchRequest {
+        key_id: r0.key_id.clone(),
+        query,
+    };
+    let answers = (detector.fetch(with_token(request, &r0.token)).await)
+        .unwrap()
+        .into_inner()
+        .answers;
+    let answers = answers_from_bytes(&answers, BUCKETS.div_ceil(BUCKETS_PER_ANSWER)).unwrap();
+    let mut got: Vec<(u64, Vec<u8>)> = (fetch.decode(&placed, &answers).into_iter())
+        .map(|(i, record)| (i, unframe_message(&record).unwrap().0.to_vec()))
+        .collect();
+    got.sort();
+    assert_eq!(got, vec![(0, payload(0)), (4095, payload(4095))]);
     // A round with nothing wanted looks the same.
     let (none, size) = round(&api, &rs[0].secret, &rs[0].key_id, &rs[0].token, &[]).await;
     assert!(none.is_empty());
@@ -218,6 +250,19 @@ async fn the_batch_fetch_refuses_bad_input(db: &TestDb) {
     refused(response, StatusCode::UNAUTHORIZED, "unauthorized").await;
     let response = send(&api, put.clone(), &key_path, Some("wrong"), key.clone()).await;
     refused(response, StatusCode::FORBIDDEN, "forbidden").await;
+    // And over gRPC: a key that does not decode.
+    let request = PutFetchKeyRequest {
+        key_id: r.key_id.clone(),
+        fetch_key: key[..1000].to_vec(),
+    };
+    let status = (api
+        .detector()
+        .await
+        .put_fetch_key(with_token(request, &r.token))
+        .await)
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(status.message().contains("fetch key"), "{status:?}");
     // Nothing was stored.
     let response = send(&api, post.clone(), &round_path, tok, query.clone()).await;
     refused(response, StatusCode::CONFLICT, "no_fetch_key").await;

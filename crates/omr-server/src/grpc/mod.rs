@@ -8,6 +8,7 @@
 
 mod deadline;
 mod error;
+mod fetch;
 mod incoming;
 mod pir;
 mod reflection;
@@ -24,6 +25,10 @@ use omr_proto::v1::{
     GetDigestResponse, GetKeyStatusRequest, GetKeyStatusResponse, GetParamsRequest,
     GetParamsResponse, GetPirHintRequest, RegisterDetectionKeyRequest,
     RegisterDetectionKeyResponse, RegistrationHeader, WatchKeyStatusRequest,
+};
+use omr_proto::v1::{
+    FetchRequest, FetchResponse, GetFetchRangeRequest, GetFetchRangeResponse, PutFetchKeyRequest,
+    PutFetchKeyResponse,
 };
 use tokio::sync::Semaphore;
 use tokio_stream::StreamExt;
@@ -302,6 +307,27 @@ impl Detector for DetectorService {
         request: Request<AnswerPirQueryRequest>,
     ) -> Result<Response<AnswerPirQueryResponse>, Status> {
         pir::answer(&self.state, request).await
+    }
+
+    async fn get_fetch_range(
+        &self,
+        request: Request<GetFetchRangeRequest>,
+    ) -> Result<Response<GetFetchRangeResponse>, Status> {
+        fetch::range(&self.state, request).await
+    }
+
+    async fn put_fetch_key(
+        &self,
+        request: Request<PutFetchKeyRequest>,
+    ) -> Result<Response<PutFetchKeyResponse>, Status> {
+        fetch::put_key(&self.state, request).await
+    }
+
+    async fn fetch(
+        &self,
+        request: Request<FetchRequest>,
+    ) -> Result<Response<FetchResponse>, Status> {
+        fetch::round(&self.state, request).await
     }
 }
 
