@@ -48,11 +48,11 @@ pub enum LightPhase {
 }
 
 /// Bytes of one recipient's sync of k = 50 payloads among 2^16 messages: the digest of 16 full
-/// batches and the payload fetches of the design docs/light/STUDY.md chooses.
+/// batches and one round of the payload fetch (docs/light/STUDY.md §7.1).
 pub fn sync_bytes_k50_2p16(p: &LightParams) -> u64 {
     let batches = (1 << 16) / p.batch;
     let digest = Digest::encoded_len(p, &vec![p.batch; batches]) as u64;
-    digest + omr_light::pir::fetch_bytes(p, 1 << 16, 50)
+    digest + omr_light::pir::fetch_bytes(1 << 16)
 }
 
 /// Run the benchmark; checks that every key's digest decodes to exactly its messages.
@@ -194,8 +194,8 @@ pub fn run(
         "decryption_failure_log2": p.decryption_failure_log2(),
         "clue_bytes": clue_bytes,
         "sync_bytes_k50_2p16": sync_bytes_k50_2p16(p),
-        "sync_pir_bytes_k50_2p16": omr_light::pir::fetch_bytes(p, 1 << 16, 50),
-        "pir_one_time_key_bytes": omr_light::pir::one_time_key_bytes(p),
+        "sync_pir_bytes_k50_2p16": omr_light::pir::fetch_bytes(1 << 16),
+        "pir_one_time_key_bytes": omr_light::pir::one_time_key_bytes(),
         "keygen_ms": keygen_ms,
         "decode_ms_2p16": decode_ms_per_batch * (65_536.0 / p.batch as f64),
         "security": security,

@@ -15,9 +15,9 @@ pub const MAX_LEVELS: u32 = 12;
 /// The last levels of an expansion (of any size) whose keys switch with the coarse gadget; the
 /// earlier ones use the fine one. Level j's noise is doubled by every later level, so the
 /// first levels' noise dominates the outputs while the last levels do most of the switches
-/// (level j does 2^j): fine early and coarse late costs little more than all coarse, for 1/12
-/// of its noise variance at 12 levels.
-pub const COARSE_LEVELS: u32 = 2;
+/// (level j does 2^j): fine early and coarse late costs little more than all coarse, for 1/580
+/// of its noise variance at 12 levels (docs/light/STUDY.md §7.1).
+pub const COARSE_LEVELS: u32 = 3;
 
 /// The gadget of level j's key in an expansion of `levels` levels.
 fn level_gadget(j: u32, levels: u32) -> Gadget {
@@ -29,8 +29,8 @@ fn level_gadget(j: u32, levels: u32) -> Gadget {
 }
 
 /// The automorphism keys of expansion: level j uses τ_k with k = D/2^j + 1, with the fine
-/// gadget for j < 10 and the coarse one for the last two levels of every expansion of at least
-/// `min_levels` levels.
+/// gadget for j < 9 and the coarse one for the last [`COARSE_LEVELS`] levels of every
+/// expansion of at least `min_levels` levels.
 #[derive(Debug)]
 pub struct ExpansionKeys {
     fine: Vec<Option<GaloisKey>>,

@@ -6,7 +6,7 @@
 //! (`GET /v1/fetch`, then a query of ≈ 64 KB, answers of 160 KiB) each time its retrievals reach
 //! an epoch that has closed and been detected through — whether it has no message there or
 //! fifty. More than fit one round take more rounds (which the server does see). The round needs
-//! the key's fetch key, uploaded the first time the server asks for it (3.4 MB, once).
+//! the key's fetch key, uploaded the first time the server asks for it (3.3 MB, once).
 
 use omr_api::http::FetchRange;
 use omr_api::ErrorCode;

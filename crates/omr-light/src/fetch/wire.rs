@@ -21,7 +21,7 @@ const MAX_BUCKETS: u32 = 1 << 10;
 
 impl FetchKey {
     /// The encoding: the header, then every key's rows (`SwitchKey::write`) in a fixed order
-    /// (fine keys of levels 0..10, coarse keys of levels 6..12, the S²→S key).
+    /// (fine keys of levels 0..9, coarse keys of levels 5..12, the S²→S key).
     pub fn to_bytes(&self, p: &LightParams) -> Vec<u8> {
         let mut out = Vec::with_capacity(Self::encoded_len());
         write_header(&mut out, Kind::FetchKey, p);
