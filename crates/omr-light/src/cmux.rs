@@ -14,8 +14,8 @@
 use rand::RngCore;
 
 use crate::ring::{add, Ntt};
-use crate::rlwe::{decompose_ntt, gadget_product_ntt, Ciphertext, Gadget, Secret, SwitchKey};
-use crate::rlwe::{COARSE, D};
+use crate::rlwe::{Ciphertext, Secret, D};
+use crate::switch::{decompose_ntt, gadget_product_ntt, Gadget, SwitchKey, COARSE};
 
 /// Rows in the NTT domain (both halves of each).
 type Rows = Vec<(Vec<u64>, Vec<u64>)>;
@@ -98,8 +98,9 @@ mod tests {
 
     use crate::expand::{expand_each, output_noise_variance, place, ExpansionKeys};
     use crate::params::PRIME_Q as Q;
-    use crate::rlwe::{noise, scaled, variance, MEDIUM};
+    use crate::rlwe::{noise, scaled, variance};
     use crate::sample::stream;
+    use crate::switch::MEDIUM;
 
     #[test]
     fn a_cmux_on_expanded_bits_picks_the_right_side_with_the_predicted_noise() {

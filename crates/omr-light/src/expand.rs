@@ -6,8 +6,8 @@
 use rand::RngCore;
 
 use crate::ring::{add, sub, Ntt};
-use crate::rlwe::{times_monomial, Ciphertext, Gadget, GaloisKey, Secret, SwitchKey};
-use crate::rlwe::{COARSE, D, FINE};
+use crate::rlwe::{times_monomial, Ciphertext, Secret, D};
+use crate::switch::{Gadget, GaloisKey, SwitchKey, COARSE, FINE};
 
 /// The most levels: 2^12 = D outputs from one ciphertext.
 pub const MAX_LEVELS: u32 = 12;

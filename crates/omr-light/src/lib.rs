@@ -24,6 +24,7 @@ mod ring;
 pub mod rlwe;
 mod sample;
 pub mod security;
+pub mod switch;
 
 pub use batch::Batch;
 pub use clue::Clue;

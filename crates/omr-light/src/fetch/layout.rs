@@ -17,7 +17,7 @@ pub const RECORDS_PER_ROW: usize = FOLD * CLASSES;
 /// Candidate buckets of every record.
 pub const HASHES: usize = 3;
 /// The gadget of the encrypted fold and rotation bits.
-pub const BIT_GADGET: crate::rlwe::Gadget = crate::rlwe::MEDIUM;
+pub const BIT_GADGET: crate::switch::Gadget = crate::switch::MEDIUM;
 
 /// A record's bytes (at most [`RECORD_BYTES`], zero-padded) as 10-bit coefficients, little
 /// endian.

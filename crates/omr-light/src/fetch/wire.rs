@@ -12,7 +12,8 @@ use crate::cmux::SquareKey;
 use crate::codec::{open, write_header, Kind, HEADER_LEN};
 use crate::expand::{ExpansionKeys, MAX_LEVELS};
 use crate::params::{LightParams, PRIME_Q as Q};
-use crate::rlwe::{SwitchKey, COARSE, D, ROW_BYTES};
+use crate::rlwe::D;
+use crate::switch::{SwitchKey, COARSE, ROW_BYTES};
 
 /// The most rows a query's geometry may have (a bucket of 2^20 records).
 const MAX_ROWS: u32 = 1 << 14;
@@ -178,6 +179,6 @@ impl ExpansionKeys {
     pub fn rows_for(min_levels: u32) -> usize {
         let coarse_from = min_levels.saturating_sub(crate::expand::COARSE_LEVELS);
         let fine = (MAX_LEVELS - crate::expand::COARSE_LEVELS) as usize;
-        fine * crate::rlwe::FINE.digits + (MAX_LEVELS - coarse_from) as usize * COARSE.digits
+        fine * crate::switch::FINE.digits + (MAX_LEVELS - coarse_from) as usize * COARSE.digits
     }
 }
