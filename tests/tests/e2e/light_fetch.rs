@@ -4,13 +4,15 @@
 //! recipient uploads its fetch key and fetches its closed epoch's payloads in one round of the
 //! same size as everyone's, byte-exact. Bad input is refused with its code before any work and
 //! changes nothing: a round without a fetch key, a fetch key that does not decode, missing and
-//! wrong tokens, a malformed query, a query for a snapshot no longer served, a TFHE server.
+//! wrong tokens, a malformed query, a query for a snapshot no longer served, a TFHE server
+//! (`unknown_route`, after the token check).
 
 use omr_light::fetch::layout::{assign, Geometry};
 use omr_light::fetch::wire::answers_from_bytes;
 use omr_light::fetch::{FetchKey, BUCKETS, BUCKETS_PER_ANSWER};
 use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_pir::attachment::unframe_message;
+use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{FetchRequest, GetFetchRangeRequest, PutFetchKeyRequest};
 use omr_test_support::TestServer;
 use omr_test_support::{light_message, test_each_backend, with_token, RawClient, TestDb};
@@ -296,9 +298,18 @@ async fn the_batch_fetch_refuses_bad_input(db: &TestDb) {
     let api = tfhe.client();
     refused(
         api.get("/v1/fetch").await,
-        StatusCode::BAD_REQUEST,
-        "param_set_mismatch",
+        StatusCode::NOT_FOUND,
+        "unknown_route",
     )
     .await;
+    // A keyed route checks the token first, then says the same.
+    let t = api
+        .register(omr_test_support::insecure_keys(2), Start::FromNow(true))
+        .await;
+    let path = format!("/v1/keys/{}/fetch", t.key_id);
+    let response = send(&api, reqwest::Method::POST, &path, None, vec![0]).await;
+    refused(response, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    let response = send(&api, reqwest::Method::POST, &path, Some(&t.token), vec![0]).await;
+    refused(response, StatusCode::NOT_FOUND, "unknown_route").await;
     tfhe.stop().await;
 }

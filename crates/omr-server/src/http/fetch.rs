@@ -35,8 +35,7 @@ fn binary(headers: &HeaderMap, what: &str) -> Result<(), ServiceError> {
     get, tag = "fetch", path = "/v1/fetch",
     responses(
         (status = 200, body = FetchRange),
-        (status = 400, body = ErrorBody, description = "This server runs a TFHE set (`param_set_mismatch`)"),
-        (status = 404, body = ErrorBody, description = "No epoch has closed yet (`unknown_epoch`)"),
+        (status = 404, body = ErrorBody, description = "No epoch has closed yet (`unknown_epoch`), or this server runs a TFHE set, which has no payload fetch (`unknown_route`)"),
         (status = 429, body = ErrorBody, description = "This client's rate limit"),
     )
 )]
@@ -70,10 +69,10 @@ pub(super) async fn get_range(
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The omr-light-v1 fetch key encoding"),
     responses(
         (status = 204, description = "Stored"),
-        (status = 400, body = ErrorBody, description = "Does not decode (`invalid_fetch_key`), or this server runs a TFHE set (`param_set_mismatch`)"),
+        (status = 400, body = ErrorBody, description = "Does not decode (`invalid_fetch_key`)"),
         (status = 401, body = ErrorBody, description = "No Bearer token"),
         (status = 403, body = ErrorBody, description = "Wrong token"),
-        (status = 404, body = ErrorBody, description = "Unknown key"),
+        (status = 404, body = ErrorBody, description = "Unknown key, or a TFHE server (`unknown_route`)"),
         (status = 413, body = ErrorBody, description = "Larger than a fetch key"),
         (status = 415, body = ErrorBody, description = "Not application/octet-stream"),
     ),
@@ -103,10 +102,10 @@ pub(super) async fn put_key(
     request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The round's query (omr-light-v1 fetch query encoding)"),
     responses(
         (status = 200, content_type = "application/octet-stream", description = "The round's answers (omr-light-v1 encoding)"),
-        (status = 400, body = ErrorBody, description = "The query does not decode or does not fit its snapshot (`malformed_pir_query`), or this server runs a TFHE set (`param_set_mismatch`)"),
+        (status = 400, body = ErrorBody, description = "The query does not decode or does not fit its snapshot (`malformed_pir_query`)"),
         (status = 401, body = ErrorBody, description = "No Bearer token"),
         (status = 403, body = ErrorBody, description = "Wrong token"),
-        (status = 404, body = ErrorBody, description = "Unknown key, or a snapshot no longer served (`unknown_epoch`: GET /v1/fetch and make the round again)"),
+        (status = 404, body = ErrorBody, description = "Unknown key, a snapshot no longer served (`unknown_epoch`: GET /v1/fetch and make the round again), or a TFHE server (`unknown_route`)"),
         (status = 409, body = ErrorBody, description = "The key has no fetch key (`no_fetch_key`)"),
         (status = 413, body = ErrorBody, description = "Larger than a query"),
         (status = 415, body = ErrorBody, description = "Not application/octet-stream"),

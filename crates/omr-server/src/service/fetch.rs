@@ -58,7 +58,7 @@ fn light(svc: &Service) -> Result<&'static LightParams, ServiceError> {
     match svc.set {
         Set::Light(p) => Ok(p),
         Set::Tfhe(p) => Err(ServiceError::new(
-            ErrorCode::ParamSetMismatch,
+            ErrorCode::UnknownRoute,
             format!(
                 "this server runs {}: the payload fetch is omr-light-v1's (TFHE digests carry \
                  their payloads)",
@@ -155,8 +155,8 @@ pub async fn put_key(
     authorization: Option<&str>,
     bytes: Vec<u8>,
 ) -> Result<(), ServiceError> {
-    let p = light(svc)?;
     super::auth::authorize(&svc.store, key_id, authorization).await?;
+    let p = light(svc)?;
     let (bytes, decoded) = tokio::task::spawn_blocking(move || {
         let r = FetchKey::from_bytes(&bytes).map(|(_, set)| set);
         (bytes, r)
@@ -202,8 +202,8 @@ pub async fn answer(
     query: &[u8],
     admit: impl FnOnce() -> Result<(), ServiceError>,
 ) -> Result<Vec<u8>, ServiceError> {
-    let p = light(svc)?;
     super::auth::authorize(&svc.store, key_id, authorization).await?;
+    let p = light(svc)?;
     let malformed = |why: String| ServiceError::new(ErrorCode::MalformedPirQuery, why);
     let (query, _) = FetchQuery::from_bytes(query, max_query_bytes())
         .map_err(|e| malformed(format!("the fetch query does not decode: {e}")))?;
