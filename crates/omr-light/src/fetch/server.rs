@@ -154,15 +154,15 @@ impl FetchDb {
         let buckets = self.geometry.buckets.len();
         let pending: Vec<Mutex<Option<Pending>>> = (0..buckets).map(|_| Mutex::new(None)).collect();
         let done: Vec<Mutex<Option<Ciphertext>>> = (0..buckets).map(|_| Mutex::new(None)).collect();
-        let mut start = 0;
-        let parts: Vec<_> = (query.parts.iter())
-            .map(|part| {
-                let take = (1usize << part.levels)
-                    .min(buckets * per_bucket - start.min(buckets * per_bucket));
-                start += take;
-                (part, start - take, take)
-            })
-            .collect();
+        // Part i carries the values from the sum of the parts before it, as many as fit.
+        let total = buckets * per_bucket;
+        let mut first = 0;
+        let mut parts = Vec::with_capacity(query.parts.len());
+        for part in &query.parts {
+            let count = (1usize << part.levels).min(total - first);
+            parts.push((part, first, count));
+            first += count;
+        }
         parts.par_iter().for_each(|&(part, first, count)| {
             let ct = Ciphertext {
                 c0: part.c0.clone(),
