@@ -152,14 +152,6 @@ impl Ciphertext {
             c1: times_monomial(&self.c1, e),
         }
     }
-
-    /// The encryption of c·m for a scalar c.
-    pub fn scale(&self, c: u64) -> Ciphertext {
-        Ciphertext {
-            c0: self.c0.iter().map(|&a| mul(a, c)).collect(),
-            c1: self.c1.iter().map(|&a| mul(a, c)).collect(),
-        }
-    }
 }
 
 /// The noise of `ct` as an encryption of `m` (centred), for tests and measurements.

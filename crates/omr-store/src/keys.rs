@@ -268,16 +268,17 @@ impl Store {
 
     /// The fetch key of a key, if one was uploaded.
     pub async fn fetch_key(&self, key_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let row = sqlx::query("SELECT data FROM fetch_keys WHERE key_id = $1")
-            .bind(key_id.to_string())
-            .fetch_optional(self.pool())
-            .await?;
-        Ok(row.map(|r| r.try_get(0)).transpose()?)
+        self.key_data("fetch_keys", key_id).await
     }
 
     /// The encoded digest key of a key.
     pub async fn digest_key(&self, key_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let row = sqlx::query("SELECT data FROM digest_keys WHERE key_id = $1")
+        self.key_data("digest_keys", key_id).await
+    }
+
+    /// The `data` of `key_id`'s row in `table` (a fixed table name, never input).
+    async fn key_data(&self, table: &str, key_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let row = sqlx::query(&format!("SELECT data FROM {table} WHERE key_id = $1"))
             .bind(key_id.to_string())
             .fetch_optional(self.pool())
             .await?;

@@ -14,7 +14,6 @@ use omr_core::Retrieved;
 use omr_light::fetch::layout::{assign, Geometry};
 use omr_light::fetch::wire::{answers_from_bytes, answers_len};
 use omr_light::fetch::FetchSecret;
-use omr_pir::attachment::unframe_message;
 
 use super::light::{ready_epochs, LightFetched, PirFetch};
 use super::Client;
@@ -151,16 +150,7 @@ impl Client {
         let answers = answers_from_bytes(&answers, count)
             .map_err(|e| self.protocol(Api::Http, format!("the fetch answers: {e}")))?;
         (fetch_secret.decode(&placed, &answers).into_iter())
-            .map(|(index, record)| {
-                let (payload, _) = unframe_message(&record).ok_or_else(|| {
-                    let why = "its lengths run past the record (the fetch decoded wrong)";
-                    self.protocol(
-                        Api::Http,
-                        format!("the fetched record of message {index}: {why}"),
-                    )
-                })?;
-                Ok((index, payload.to_vec()))
-            })
+            .map(|(index, record)| Ok((index, self.unframed(index, &record)?.0.to_vec())))
             .collect()
     }
 

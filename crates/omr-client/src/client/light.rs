@@ -101,13 +101,7 @@ impl Client {
                     .collect();
                 let records = self.pir_round(epoch, shape, &wanted, &mut pir).await?;
                 for (index, record) in wanted.into_iter().zip(records) {
-                    let (payload, attachment) = unframe_message(&record).ok_or_else(|| {
-                        let why = "its lengths run past the record (the fetch decoded wrong)";
-                        self.protocol(
-                            Api::Http,
-                            format!("the PIR record of message {index}: {why}"),
-                        )
-                    })?;
+                    let (payload, attachment) = self.unframed(index, &record)?;
                     if !attachment.is_empty() {
                         out.attachments.insert(index, attachment.to_vec());
                     }
@@ -122,6 +116,21 @@ impl Client {
         }
         state.next_pir_epoch = Some(next.max(ready));
         Ok(out)
+    }
+
+    /// The payload and attachment a PIR record of message `index` holds (either fetch).
+    pub(super) fn unframed<'r>(
+        &self,
+        index: u64,
+        record: &'r [u8],
+    ) -> Result<(&'r [u8], &'r [u8])> {
+        unframe_message(record).ok_or_else(|| {
+            let why = "its lengths run past the record (the fetch decoded wrong)";
+            self.protocol(
+                Api::Http,
+                format!("the PIR record of message {index}: {why}"),
+            )
+        })
     }
 
     /// One round in `epoch`: its hint, then [`LIGHT_QUERIES_PER_EPOCH`] queries, those for

@@ -3,7 +3,7 @@
 
 use rand::RngCore;
 
-use super::layout::{decode_record, Geometry, Position, BIT_GADGET, CLASSES, FOLD, PLAIN_BITS};
+use super::layout::{decode_record, Geometry, Position, BIT_GADGET, CLASSES, PLAIN_BITS};
 use super::MIN_PART_LEVELS;
 use super::{chunk_levels, FetchAnswer, FetchKey, FetchQuery, QueryPart, BUCKETS_PER_ANSWER};
 use super::{ANSWER_C0_BITS, ANSWER_C1_BITS};
@@ -128,6 +128,3 @@ impl FetchSecret {
             .collect()
     }
 }
-
-/// The fold's bits of a position are its column's (FOLD = 8, three bits).
-const _: () = assert!(FOLD == 8 && CLASSES == 8);

@@ -16,6 +16,11 @@ pub const RECORD_COEFFICIENTS: usize = RECORD_BYTES * 8 / PLAIN_BITS as usize;
 pub const RECORDS_PER_ROW: usize = FOLD * CLASSES;
 /// Candidate buckets of every record.
 pub const HASHES: usize = 3;
+/// Encrypted bits per bucket: 3 pick the plaintext of the row (FOLD = 8), 3 the residue class
+/// (CLASSES = 8).
+pub const ENCRYPTED_BITS: usize = 6;
+// A position's three column bits and three class bits (`Position`, the client's query).
+const _: () = assert!(FOLD == 8 && CLASSES == 8 && FOLD * CLASSES == 1 << ENCRYPTED_BITS);
 /// The gadget of the encrypted fold and rotation bits.
 pub const BIT_GADGET: crate::switch::Gadget = crate::switch::MEDIUM;
 
@@ -130,11 +135,16 @@ impl Geometry {
         Some(Position::of(p))
     }
 
-    /// Expanded values of one bucket's query: a selector per row, then the gadget rows of
-    /// each of the 3 fold bits and the 3 rotation bits.
+    /// Expanded values of one bucket's query ([`values_per_bucket`]).
     pub fn values_per_bucket(&self) -> usize {
-        self.rows + 6 * BIT_GADGET.digits
+        values_per_bucket(self.rows)
     }
+}
+
+/// Expanded values of one bucket's query in buckets of `rows` grid rows: a selector per row,
+/// then the gadget rows of each encrypted bit.
+pub fn values_per_bucket(rows: usize) -> usize {
+    rows + ENCRYPTED_BITS * BIT_GADGET.digits
 }
 
 /// Cuckoo hashing of `wanted` (distinct board indices) into distinct buckets: each goes to one

@@ -12,8 +12,8 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use super::layout::RECORDS_PER_ROW;
 use super::layout::{encode_record, Geometry, BIT_GADGET, CLASSES, FOLD, PLAIN_BITS};
+use super::layout::{ENCRYPTED_BITS, RECORDS_PER_ROW};
 use super::BUCKETS_PER_ANSWER;
 use super::{FetchAnswer, FetchKey, FetchQuery, ANSWER_C0_BITS, ANSWER_C1_BITS};
 use crate::cmux::{cmux, EncryptedBit};
@@ -220,7 +220,7 @@ impl FetchDb {
         let mut guard = slot.lock().expect("bucket");
         let state = guard.get_or_insert_with(|| Pending {
             columns: vec![(vec![0; D], vec![0; D]); FOLD],
-            rows: vec![None; 6 * BIT_GADGET.digits],
+            rows: vec![None; ENCRYPTED_BITS * BIT_GADGET.digits],
             received: 0,
         });
         if k < rows {
@@ -256,7 +256,7 @@ impl FetchDb {
             })
             .collect();
         let mut rows = state.rows.into_iter().map(|r| r.expect("every row in"));
-        let bits: Vec<EncryptedBit> = (0..6)
+        let bits: Vec<EncryptedBit> = (0..ENCRYPTED_BITS)
             .map(|_| {
                 let regev = rows.by_ref().take(BIT_GADGET.digits).collect();
                 EncryptedBit::from_regev(regev, BIT_GADGET)

@@ -5,7 +5,7 @@
 use omr_core::codec::pack_bits;
 use omr_core::OmrError;
 
-use super::layout::BIT_GADGET;
+use super::layout::values_per_bucket;
 use super::{chunk_levels, FetchAnswer, FetchKey, FetchQuery, QueryPart};
 use super::{ANSWER_C0_BITS, ANSWER_C1_BITS, MIN_PART_LEVELS};
 use crate::cmux::SquareKey;
@@ -70,7 +70,7 @@ impl FetchQuery {
 
     /// The most bytes a query takes for `buckets` buckets of `rows` rows.
     pub fn max_encoded_len(rows: usize, buckets: usize) -> usize {
-        let values = buckets * (rows + 6 * BIT_GADGET.digits);
+        let values = buckets * values_per_bucket(rows);
         HEADER_LEN + 8 + 8 + 4 + 4 + 1 + chunk_levels(values).len() * (1 + ROW_BYTES)
     }
 
@@ -94,7 +94,7 @@ impl FetchQuery {
             )));
         }
         let (rows, buckets) = (rows as usize, buckets as usize);
-        let want = chunk_levels(buckets * (rows + 6 * BIT_GADGET.digits));
+        let want = chunk_levels(buckets * values_per_bucket(rows));
         let count = r.u8()? as usize;
         if count != want.len() {
             return Err(r.err(format!("{count} parts, the geometry makes {}", want.len())));

@@ -37,6 +37,18 @@ pub enum BodyKind {
     Binary,
 }
 
+/// Refuses a body that is not `application/octet-stream` (`415 unsupported_media_type`, naming
+/// `what` the route takes).
+pub(super) fn require_binary(headers: &HeaderMap, what: &str) -> Result<(), ServiceError> {
+    if body_kind(headers)? != BodyKind::Binary {
+        return Err(ServiceError::new(
+            ErrorCode::UnsupportedMediaType,
+            format!("{what} is application/octet-stream"),
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn body_kind(headers: &HeaderMap) -> Result<BodyKind, ServiceError> {
     let ct = headers
         .get(header::CONTENT_TYPE)

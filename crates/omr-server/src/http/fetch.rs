@@ -11,24 +11,13 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use omr_api::http::{ErrorBody, FetchRange};
-use omr_api::ErrorCode;
 use omr_light::fetch::{FetchKey, BUCKETS, RECORDS_PER_FETCH};
 
-use super::body::{body_kind, read_body, BodyKind};
+use super::body::{read_body, require_binary};
 use super::{authorization, HttpState};
 use crate::admission::Limit;
 use crate::error::ServiceError;
 use crate::service::fetch;
-
-fn binary(headers: &HeaderMap, what: &str) -> Result<(), ServiceError> {
-    if body_kind(headers)? != BodyKind::Binary {
-        return Err(ServiceError::new(
-            ErrorCode::UnsupportedMediaType,
-            format!("{what} is application/octet-stream"),
-        ));
-    }
-    Ok(())
-}
 
 /// The snapshot a round is made against: every closed epoch retention keeps.
 #[utoipa::path(
@@ -85,7 +74,7 @@ pub(super) async fn put_key(
     body: Body,
 ) -> Response {
     let result = async {
-        binary(&headers, "a fetch key")?;
+        require_binary(&headers, "a fetch key")?;
         let bytes = read_body(&headers, body, FetchKey::encoded_len()).await?;
         fetch::put_key(&state.service, &key_id, authorization(&headers), bytes).await
     }
@@ -121,7 +110,7 @@ pub(super) async fn post_round(
     body: Body,
 ) -> Response {
     let result = async {
-        binary(&headers, "a fetch query")?;
+        require_binary(&headers, "a fetch query")?;
         let bytes = read_body(&headers, body, fetch::max_query_bytes()).await?;
         let admit = || state.admit(Limit::Digests, "/v1/keys/fetch", peer, &headers, 1);
         let auth = authorization(&headers);

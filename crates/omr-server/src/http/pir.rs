@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use omr_api::http::ErrorBody;
 use omr_api::ErrorCode;
 
-use super::body::{body_kind, read_body, BodyKind};
+use super::body::{read_body, require_binary};
 use super::HttpState;
 use crate::admission::Limit;
 use crate::error::ServiceError;
@@ -100,12 +100,7 @@ pub(super) async fn post_query(
 ) -> Response {
     let result = async {
         let epoch = epoch_number(epoch)?;
-        if body_kind(&headers)? != BodyKind::Binary {
-            return Err(ServiceError::new(
-                ErrorCode::UnsupportedMediaType,
-                "a PIR query is application/octet-stream",
-            ));
-        }
+        require_binary(&headers, "a PIR query")?;
         let limit = pir::max_query_bytes(&state.service)?;
         let bytes = read_body(&headers, body, limit).await?;
         let admit = || state.admit(Limit::Digests, "/v1/pir/query", peer, &headers, 1);

@@ -16,7 +16,6 @@ use omr_api::ErrorCode;
 use omr_light::fetch::wire::answers_to_bytes;
 use omr_light::fetch::{FetchDb, FetchKey, FetchQuery, BUCKETS};
 use omr_light::LightParams;
-use omr_pir::attachment::frame_message;
 use tokio::sync::Semaphore;
 
 use super::Service;
@@ -100,22 +99,7 @@ pub async fn current(svc: &Service) -> Result<Arc<Snapshot>, ServiceError> {
         return Ok(s);
     }
     let started = Instant::now();
-    let mut records = Vec::with_capacity((range.1 - range.0) as usize);
-    let mut next = range.0;
-    while next < range.1 {
-        let page = (svc
-            .store
-            .read(next, (range.1 - next).min(1 << 12) as u32)
-            .await)
-            .map_err(|e| ServiceError::internal("reading the fetch snapshot's messages", e))?;
-        let Some(last) = page.last().map(|m| m.index) else {
-            break;
-        };
-        for m in page.into_iter().filter(|m| m.index < range.1) {
-            records.push((m.index, frame_message(&m.payload, &[])));
-        }
-        next = last + 1;
-    }
+    let records = super::pir::message_records(&svc.store, range.0, range.1, Vec::new()).await?;
     let cap = svc.config.light_fetch_prepared_mb << 20;
     let snapshot = tokio::task::spawn_blocking(move || {
         let mut db = FetchDb::new(records, BUCKETS);

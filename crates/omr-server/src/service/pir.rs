@@ -248,7 +248,7 @@ async fn build(at: &Serving, epoch: u64, start: u64, end: u64) -> Result<BuiltEp
         Set::Tfhe(_) => (attachments.into_iter())
             .map(|(index, bytes)| (index, frame(&bytes)))
             .collect(),
-        Set::Light(_) => message_records(at, start, end, attachments).await?,
+        Set::Light(_) => message_records(&at.store, start, end, attachments).await?,
     };
     let seed = (at.store.pir_seed(epoch, rand::random()).await)
         .map_err(|e| ServiceError::internal("the epoch's PIR seed", e))?;
@@ -266,10 +266,12 @@ async fn build(at: &Serving, epoch: u64, start: u64, end: u64) -> Result<BuiltEp
     .map_err(|e| ServiceError::internal("building an epoch's PIR database", e))
 }
 
-/// The records of an omr-light-v1 epoch `[start, end)`: every message, payload and attachment
-/// framed (the board has every index of a closed epoch that retention kept).
-async fn message_records(
-    at: &Serving,
+/// The records of the board's messages in `[start, end)`: every message, its payload and its
+/// attachment (from `attachments`; none: empty) framed (the board has every index of a closed
+/// epoch that retention kept). An omr-light-v1 epoch's PIR database, and the payload fetch's
+/// snapshot (no attachments), are made of these.
+pub(super) async fn message_records(
+    store: &Store,
     start: u64,
     end: u64,
     attachments: Vec<(u64, Vec<u8>)>,
@@ -279,8 +281,8 @@ async fn message_records(
     let mut records = Vec::with_capacity((end - start) as usize);
     let mut next = start;
     while next < end {
-        let page = (at.store.read(next, (end - next).min(1 << 12) as u32).await)
-            .map_err(|e| ServiceError::internal("reading an epoch's messages", e))?;
+        let page = (store.read(next, (end - next).min(1 << 12) as u32).await)
+            .map_err(|e| ServiceError::internal("reading the board's messages", e))?;
         let Some(last) = page.last().map(|m| m.index) else {
             break;
         };
