@@ -128,14 +128,16 @@ pub struct Params {
     pub pir_params: Option<String>,
 }
 
-/// The snapshot omr-light-v1's payload fetch serves now (`GET /v1/fetch`): every closed epoch
-/// retention keeps, in `buckets` buckets of `rows` grid rows; a round's query names it.
+/// A snapshot omr-light-v1's payload fetch serves now: every closed epoch retention keeps
+/// (`GET /v1/fetch`), or the open epoch's messages so far (`GET /v1/fetch/open`), in `buckets`
+/// buckets of `rows` grid rows; a round's query names it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FetchRange {
     /// The first board index of the snapshot.
     pub start: u64,
-    /// Past the last board index of the snapshot (an epoch boundary).
+    /// Past the last board index of the snapshot (an epoch boundary, except for an open
+    /// epoch's snapshot).
     pub end: u64,
     /// Grid rows of every bucket.
     pub rows: u32,
@@ -143,6 +145,18 @@ pub struct FetchRange {
     pub buckets: u32,
     /// Records a round fetches at most (50).
     pub records_per_round: u32,
+}
+
+/// Query of `GET /v1/fetch/open`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+#[serde(deny_unknown_fields)]
+pub struct OpenFetchQuery {
+    /// The snapshot must hold every open-epoch message before this board index (default: the
+    /// board head; one past the head counts as the head). A request for messages the snapshot
+    /// lacks waits for its next rebuild.
+    pub min_end: Option<u64>,
 }
 
 /// Query of `GET /v1/digests/{key_id}`.

@@ -76,7 +76,7 @@ pub mod seal;
 pub use address::Address;
 pub use client::{
     Client, ClientOptions, FetchedDigest, KeyStatus, PirFetch, Progress, Sent, ServerParams,
-    LIGHT_QUERIES_PER_EPOCH,
+    TailRead, DEFAULT_TAIL_MESSAGES, LIGHT_QUERIES_PER_EPOCH,
 };
 pub use error::{Api, Error, Result};
 pub use keydir::{DigestState, KeyDir, PendingAttachment, Registration};

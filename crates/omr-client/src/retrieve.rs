@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use omr_core::{OmrError, Retrieved, SecretKey};
 use serde::Serialize;
 
-use crate::client::{Client, FetchedDigest, PirFetch, Progress};
+use crate::client::{Client, FetchedDigest, PirFetch, Progress, TailRead};
 use crate::error::{Api, Error, Result};
 use crate::keydir::{DigestState, Registration};
 use crate::scheme::{Digest, Secret};
@@ -27,6 +27,10 @@ pub struct Retrieval {
     /// omr-light-v1: what fetching payloads by PIR cost in this call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pir: Option<PirFetch>,
+    /// omr-light-v1: what reading the board's newest messages itself cost in this call (a
+    /// recipient at most `ClientOptions::tail_messages` behind; `client/tail.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tail: Option<TailRead>,
     /// omr-light-v1: the sealed attachments that came with their messages' payloads, by index
     /// (open them with the reference the letter names).
     #[serde(skip)]
@@ -107,11 +111,27 @@ impl Client {
             to: state.next_from,
             ..Retrieval::default()
         };
-        loop {
+        // omr-light-v1 on a server without attachments: a recipient close to the head reads
+        // the board itself (`client/tail.rs`); one further behind asks for digests first.
+        let light = match secret {
+            Secret::Light(_) => Some(self.params().await?),
+            Secret::Tfhe(_) => None,
+        };
+        let tail = (light.as_ref())
+            .filter(|p| p.max_attachment_bytes == 0)
+            .map_or(0, |_| self.options.tail_messages);
+        if let Some(p) = &light {
+            out.board_head = p.board_head;
+            out.epoch_length = p.epoch_len.max(1);
+        }
+        let near = |head: u64, from: u64| tail > 0 && head.saturating_sub(from) <= tail;
+        let digest_from = state.next_from;
+        let skip_digests = near(out.board_head, state.next_from);
+        while !skip_digests {
             let d = self
                 .digest(reg, Some(state.next_from), None, progress.clone())
                 .await?;
-            out.board_head = d.board_head;
+            out.board_head = out.board_head.max(d.board_head);
             out.lag = d.lag;
             let (epoch, more) = (d.epoch_length.max(1), d.next_from);
             out.epoch_length = epoch;
@@ -154,10 +174,28 @@ impl Client {
                 break;
             }
         }
-        if let Secret::Light(secret) = secret {
+        if let (Secret::Light(secret), Some(p)) = (secret, &light) {
+            let digested = (digest_from, state.next_from);
+            if tail > 0 {
+                // What the digests did not reach (not detected yet, or none was asked for).
+                let head = match skip_digests {
+                    true => out.board_head,
+                    false => self.params().await?.board_head,
+                };
+                out.board_head = out.board_head.max(head);
+                if near(head, state.next_from) {
+                    let read = (self.read_tail(secret, state, head, &mut out.messages)).await?;
+                    out.tail = Some(read);
+                    let epoch = out.epoch_length;
+                    let floor = (state.next_from / epoch * epoch).max(reg.start_index);
+                    state.seen = state.seen.split_off(&floor);
+                    out.to = state.next_from;
+                    out.lag = out.board_head.saturating_sub(out.to);
+                }
+            }
             let (head, epoch) = (out.board_head, out.epoch_length);
-            let fetched = if self.params().await?.max_attachment_bytes == 0 {
-                (self.fetch_light_batch(secret, reg, state, head, epoch)).await?
+            let fetched = if p.max_attachment_bytes == 0 {
+                (self.fetch_light_batch(secret, reg, state, head, epoch, digested)).await?
             } else {
                 (self.fetch_light_payloads(reg, state, head, epoch)).await?
             };

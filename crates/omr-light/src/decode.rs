@@ -64,6 +64,38 @@ impl SecretKey {
             .collect()
     }
 
+    /// Whether `clue` is this recipient's, decided in the clear from the clue itself (the same
+    /// range check the digest's values get): what an online recipient reading the board's new
+    /// messages does instead of asking for a digest. n·ℓ products, no transform.
+    pub fn matches(&self, clue: &Clue) -> bool {
+        let r = i64::from(self.params().range);
+        self.clue_values_direct(clue).iter().all(|v| v.abs() <= r)
+    }
+
+    /// [`SecretKey::clue_values`] by the ℓ negacyclic sums alone:
+    /// (a′·s)_k = Σ_{j≤k} a′_{k−j}·s_j − Σ_{j>k} a′_{n+k−j}·s_j.
+    pub(crate) fn clue_values_direct(&self, clue: &Clue) -> Vec<i64> {
+        let p = self.params();
+        let n = p.n;
+        (0..p.ell)
+            .map(|k| {
+                let mut sum = 0i64;
+                for (j, &s) in self.s.iter().enumerate() {
+                    if s == 0 {
+                        continue;
+                    }
+                    let term = if j <= k {
+                        clue.a_coeff(k - j)
+                    } else {
+                        -clue.a_coeff(n + k - j)
+                    };
+                    sum += term * s;
+                }
+                centre(i64::from(clue.b[k]) - sum, p)
+            })
+            .collect()
+    }
+
     /// b′_k − (a′·s)_k for one clue, computed in the clear: what detection should give for it
     /// (the clue's noise when the clue is this recipient's).
     pub fn clue_values(&self, clue: &Clue) -> Vec<i64> {
@@ -73,5 +105,31 @@ impl SecretKey {
         (0..p.ell)
             .map(|k| centre(i64::from(clue.b[k]) - prod[k], p))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use crate::{SecretKey, OMR_LIGHT_V1};
+
+    #[test]
+    fn a_clue_checked_in_the_clear_agrees_with_the_exact_product() {
+        let me = SecretKey::from_seed(&OMR_LIGHT_V1, [7; 32]);
+        let other = SecretKey::from_seed(&OMR_LIGHT_V1, [8; 32]);
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(3);
+        let (mine, theirs) = (me.address(), other.address());
+        for _ in 0..20 {
+            let own = mine.clue_with(&mut rng);
+            let foreign = theirs.clue_with(&mut rng);
+            for clue in [&own, &foreign] {
+                assert_eq!(me.clue_values_direct(clue), me.clue_values(clue));
+            }
+            assert!(me.matches(&own), "a recipient's own clue passes");
+            // A stranger's clue passes with probability 2^-30.6: never in 20 tries.
+            assert!(!me.matches(&foreign), "another recipient's clue fails");
+            assert!(other.matches(&foreign));
+        }
     }
 }

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::admin_token::{AdminToken, MIN_ADMIN_TOKEN_LEN};
 pub use crate::memory::available_memory;
 
+/// The least `light_fetch_open_rebuild_ms`.
+pub const MIN_OPEN_REBUILD_MS: u64 = 50;
+
 /// How logs are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -106,6 +109,12 @@ pub struct Config {
     /// its buckets: 806 MiB per 2^16 retained messages), which makes a recipient's round about
     /// a quarter cheaper in CPU; a larger snapshot is answered without (default 2048; 0: never).
     pub light_fetch_prepared_mb: usize = 2048,
+    /// omr-light-v1: the least time, in milliseconds, between two rebuilds of the open epoch's
+    /// fetch snapshot (its payloads so far). A round or `GET /v1/fetch/open` that needs a
+    /// message past the snapshot waits for the next rebuild, so a payload is fetchable at most
+    /// this long (plus the rebuild) after its post, and a busy board costs at most one rebuild
+    /// per interval however many recipients ask (default 1000; at least 50).
+    pub light_fetch_open_rebuild_ms: u64 = 1000,
     /// Most messages the group-commit writer puts in one transaction.
     pub max_commit_messages: usize = 4096,
     /// Seconds to wait for in-flight work at shutdown.
@@ -290,6 +299,14 @@ impl Config {
                 self.attachment_limit(),
                 crate::epochs::MAX_ATTACHMENT_BYTES,
                 crate::epochs::MAX_ATTACHMENT_BYTES
+            );
+        }
+        if self.light_fetch_open_rebuild_ms < MIN_OPEN_REBUILD_MS {
+            anyhow::bail!(
+                "light_fetch_open_rebuild_ms = {} is under the minimum of {MIN_OPEN_REBUILD_MS}: \
+                 a busy board would rebuild the open epoch's fetch snapshot (up to 4,096 \
+                 payloads) for nearly every round. Use {MIN_OPEN_REBUILD_MS} or more",
+                self.light_fetch_open_rebuild_ms
             );
         }
         if self.attachment_limit() > 0 || set.batch().is_some() {

@@ -201,6 +201,10 @@ pub struct DigestArgs {
 
 /// How long one wait for new messages lasts before it is asked again (the server's cap).
 const FOLLOW_WAIT: Duration = Duration::from_secs(60);
+/// How often `--follow` reads the board on omr-light-v1 (a recipient that close to the head
+/// reads the new messages itself: no long-poll on detection, which would make the server
+/// detect the open batch for it).
+const FOLLOW_POLL_LIGHT: Duration = Duration::from_secs(1);
 /// How long `--follow` pauses after the server could not be reached.
 const FOLLOW_RETRY: Duration = Duration::from_secs(5);
 
@@ -257,9 +261,17 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
             got.lag,
             match got.pending.len() {
                 0 => String::new(),
-                n => format!("; {n} detected whose payload waits for its epoch to close"),
+                n => format!("; {n} detected whose payload comes on a later call"),
             }
         );
+        if let Some(tail) = &got.tail {
+            println!(
+                "  read the board's newest {} message{} itself ({})",
+                tail.messages,
+                if tail.messages == 1 { "" } else { "s" },
+                ui::size(tail.bytes)
+            );
+        }
         for m in &letters {
             print_message(m);
         }
@@ -307,11 +319,12 @@ fn print_light(got: &Retrieval) {
     }
 }
 
-/// A message detected whose payload waits for its epoch to close.
+/// A message detected whose payload has not come yet: a round could not fetch it this time
+/// (more than a round's records), or a server with attachments serves it once its epoch closes.
 fn print_pending(index: u64, epoch_length: u64) {
     let closes = (index / epoch_length.max(1) + 1) * epoch_length.max(1);
     println!(
-        "  #{index:<8} detected; its payload comes by PIR once its epoch closes (at board index {closes})"
+        "  #{index:<8} detected; its payload comes on a later call (with attachments: once its epoch closes at board index {closes})"
     );
 }
 
@@ -338,12 +351,19 @@ impl Following<'_> {
         let mut past = state.next_from;
         let mut announced: std::collections::BTreeSet<u64> =
             state.pending_payloads.iter().copied().collect();
+        let light = matches!(self.secret.as_secret(), omr_client::Secret::Light(_));
         loop {
-            let status = match self
-                .client
-                .wait_for_progress(self.reg, past, FOLLOW_WAIT)
-                .await
-            {
+            let waited = match light {
+                true => {
+                    tokio::time::sleep(FOLLOW_POLL_LIGHT).await;
+                    Ok(None)
+                }
+                false => (self.client)
+                    .wait_for_progress(self.reg, past, FOLLOW_WAIT)
+                    .await
+                    .map(Some),
+            };
+            let status = match waited {
                 Ok(s) => s,
                 // The server is restarting or out of reach: keep following.
                 Err(e) if e.is_transient() => {
@@ -353,7 +373,7 @@ impl Following<'_> {
                 }
                 Err(e) => return Err(e.into()),
             };
-            if status.cursor <= past {
+            if status.as_ref().is_some_and(|s| s.cursor <= past) {
                 continue; // nothing detected within the wait: ask again
             }
             let got = self
@@ -389,7 +409,7 @@ impl Following<'_> {
                 arrived.iter().for_each(attachments::Outcome::print);
             }
             // The digest covered up to the cursor it saw (at least the one waited for).
-            past = state.next_from.max(status.cursor);
+            past = state.next_from.max(status.map_or(0, |s| s.cursor));
         }
     }
 }

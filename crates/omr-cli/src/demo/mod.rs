@@ -23,8 +23,8 @@ pub struct DemoArgs {
     /// Recipients (each holds an expanded detection key in the server: ≈ 362 MB for omr-v1).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=8))]
     recipients: u64,
-    /// Messages on the board [default: 24; omr-light-v1: 4,120, so that the first epoch
-    /// closes and its payloads come by PIR, while the last 24 wait in the open one].
+    /// Messages on the board [default: 24]. On omr-light-v1 every payload comes by PIR, from
+    /// the open epoch's snapshot (and, past 4,096 messages, the closed epochs' too).
     #[arg(long)]
     messages: Option<usize>,
     /// Messages sent to each recipient (the rest go to an outsider).
@@ -59,7 +59,7 @@ pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
     let name = (a.insecure_test_params).then_some(omr_core::INSECURE_TEST.name);
     let (set, insecure, max_kbar) = crate::commands::known_set(name.unwrap_or(&a.param_set))?;
     let light = set == omr_client::scheme::LIGHT_SET;
-    let messages = a.messages.unwrap_or(if light { 4096 + 24 } else { 24 });
+    let messages = a.messages.unwrap_or(24);
     let n = a.recipients as usize;
     let kbar = a.kbar.min(max_kbar);
     if a.per_recipient * n > messages {
@@ -124,7 +124,13 @@ pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
         },
         data_dir.display()
     ));
-    let client = Client::new(&http, &grpc)?;
+    // The demo shows the server's side: digests and the payload fetch, not a recipient that
+    // reads the board's newest messages itself (which a client this close to the head does).
+    let options = omr_client::ClientOptions {
+        tail_messages: 0,
+        ..Default::default()
+    };
+    let client = Client::with_options(&http, &grpc, options)?;
 
     let result = phases::flow(&a, set, messages, kbar, &client, ui, &say).await;
     let _ = stop.send(());

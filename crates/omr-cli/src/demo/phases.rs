@@ -246,8 +246,8 @@ impl Demo<'_> {
                 .iter()
                 .map(|m| (m.index, m.payload.clone()))
                 .collect();
-            // omr-light-v1: messages of the open epoch are detected, their payloads not yet
-            // fetchable (TFHE: none).
+            // omr-light-v1: messages detected whose payloads a round could not fetch this time
+            // (TFHE: none).
             let pending: BTreeSet<u64> = got.pending.iter().copied().collect();
             let due: BTreeMap<u64, Vec<u8>> = (r.sent.iter())
                 .filter(|(i, _)| !pending.contains(i))
@@ -304,7 +304,7 @@ impl Demo<'_> {
             let (s, g) = (r.sent.get(index), retrieved.get(index));
             if pending.contains(index) {
                 (self.say)(format!(
-                    "    #{index:<5} sent {:<34} ≈ detected; its payload comes by PIR once its epoch closes",
+                    "    #{index:<5} sent {:<34} ≈ detected; its payload comes by PIR on a later call",
                     s.map_or("(nothing)".to_string(), |p| ui::preview(p))
                 ));
                 continue;
@@ -323,7 +323,7 @@ impl Demo<'_> {
 /// The board in posting order (from index 0): for each slot, the recipient it goes to (`None`:
 /// the outsider) and its payload. With `open_from` (omr-light-v1's first epoch length), each
 /// recipient's last message goes past it where there is room, into the epoch still open, whose
-/// payloads wait for it to close.
+/// payloads come from the open epoch's snapshot.
 fn plan_board(
     a: &DemoArgs,
     messages: usize,

@@ -11,6 +11,7 @@ mod digest;
 mod fetch;
 mod light;
 mod registry;
+mod tail;
 mod transport;
 mod watch;
 
@@ -26,6 +27,7 @@ pub use board::Sent;
 pub use digest::FetchedDigest;
 pub use light::{PirFetch, LIGHT_QUERIES_PER_EPOCH};
 pub use registry::KeyStatus;
+pub use tail::{TailRead, DEFAULT_TAIL_MESSAGES};
 
 /// Called as a transfer goes: `(bytes done, bytes in all)`; for a postage search, `(hashes
 /// done, hashes expected)`.
@@ -55,6 +57,11 @@ pub struct ClientOptions {
     /// For `https://` URLs: the CA certificates (PEM) to trust instead of the system's, e.g. a
     /// self-signed server certificate. `None`: the system's trusted roots.
     pub ca_cert: Option<Vec<u8>>,
+    /// omr-light-v1: a retrieval that is at most this many board messages behind reads them
+    /// from the public board and checks their clues itself, instead of asking for a digest and
+    /// fetching payloads by PIR (`client/tail.rs`); 0: never. Default
+    /// [`DEFAULT_TAIL_MESSAGES`].
+    pub tail_messages: u64,
 }
 
 impl Default for ClientOptions {
@@ -67,6 +74,7 @@ impl Default for ClientOptions {
             backoff: Duration::from_millis(200),
             postage_threads: 0,
             ca_cert: None,
+            tail_messages: DEFAULT_TAIL_MESSAGES,
         }
     }
 }
@@ -78,7 +86,7 @@ impl Default for ClientOptions {
 pub struct Client {
     http_url: String,
     grpc_url: String,
-    options: ClientOptions,
+    pub(crate) options: ClientOptions,
     http: reqwest::Client,
     grpc: Arc<tokio::sync::OnceCell<Channel>>,
     /// The server's `postage_bits`, once asked (see [`Client::postage_bits`]).

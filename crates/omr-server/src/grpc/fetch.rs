@@ -3,7 +3,7 @@
 //! `service::fetch`).
 
 use omr_api::ErrorCode;
-use omr_light::fetch::{FetchKey, BUCKETS, RECORDS_PER_FETCH};
+use omr_light::fetch::FetchKey;
 use omr_proto::v1::{
     FetchRequest, FetchResponse, GetFetchRangeRequest, GetFetchRangeResponse, PutFetchKeyRequest,
     PutFetchKeyResponse,
@@ -21,14 +21,19 @@ pub async fn range(
     request: Request<GetFetchRangeRequest>,
 ) -> Result<Response<GetFetchRangeResponse>, Status> {
     admit(state, Limit::Digests, "GetFetchRange", &request)?;
-    let s = fetch::current(&state.service).await?;
-    let g = s.db.geometry();
+    let r = request.get_ref();
+    let s = if r.open {
+        fetch::open(&state.service, r.min_end).await?
+    } else {
+        fetch::current(&state.service).await?
+    };
+    let g = s.fetch_range();
     Ok(Response::new(GetFetchRangeResponse {
-        start: g.range.0,
-        end: g.range.1,
-        rows: g.rows as u32,
-        buckets: BUCKETS as u32,
-        records_per_round: RECORDS_PER_FETCH as u32,
+        start: g.start,
+        end: g.end,
+        rows: g.rows,
+        buckets: g.buckets,
+        records_per_round: g.records_per_round,
     }))
 }
 

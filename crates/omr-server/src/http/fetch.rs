@@ -1,4 +1,5 @@
-//! omr-light-v1's payload fetch (`service::fetch`): `GET /v1/fetch` (the snapshot served now),
+//! omr-light-v1's payload fetch (`service::fetch`): `GET /v1/fetch` (the closed epochs' snapshot),
+//! `GET /v1/fetch/open` (the open epoch's),
 //! `PUT /v1/keys/{key_id}/fetch-key` (the one-time key) and `POST /v1/keys/{key_id}/fetch`
 //! (one round's query in, its answers out). The round is rate-limited with the digests.
 
@@ -6,14 +7,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use omr_api::http::{ErrorBody, FetchRange};
-use omr_light::fetch::{FetchKey, BUCKETS, RECORDS_PER_FETCH};
+use omr_api::http::{ErrorBody, FetchRange, OpenFetchQuery};
+use omr_light::fetch::FetchKey;
 
 use super::body::{read_body, require_binary};
+use super::error::malformed_query;
 use super::{authorization, HttpState};
 use crate::admission::Limit;
 use crate::error::ServiceError;
@@ -36,14 +39,37 @@ pub(super) async fn get_range(
     let result = async {
         state.admit(Limit::Digests, "/v1/fetch", peer, &headers, 1)?;
         let s = fetch::current(&state.service).await?;
-        let g = s.db.geometry();
-        Ok(Json(FetchRange {
-            start: g.range.0,
-            end: g.range.1,
-            rows: g.rows as u32,
-            buckets: BUCKETS as u32,
-            records_per_round: RECORDS_PER_FETCH as u32,
-        }))
+        Ok(Json(s.fetch_range()))
+    }
+    .await;
+    result.map_or_else(
+        |e: ServiceError| e.into_response(),
+        IntoResponse::into_response,
+    )
+}
+
+/// The open epoch's snapshot: its messages so far, rebuilt at most once per
+/// `light_fetch_open_rebuild_ms` when a request needs a message past it.
+#[utoipa::path(
+    get, tag = "fetch", path = "/v1/fetch/open", params(OpenFetchQuery),
+    responses(
+        (status = 200, body = FetchRange, description = "The open epoch's snapshot, holding every message before `min_end` (`end` is not an epoch boundary unless the epoch has filled)"),
+        (status = 400, body = ErrorBody, description = "A malformed query string (`malformed_query`)"),
+        (status = 404, body = ErrorBody, description = "The open epoch holds no message yet (`unknown_epoch`), or this server runs a TFHE set (`unknown_route`)"),
+        (status = 429, body = ErrorBody, description = "This client's rate limit"),
+    )
+)]
+pub(super) async fn get_open_range(
+    State(state): State<Arc<HttpState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    query: Result<Query<OpenFetchQuery>, QueryRejection>,
+) -> Response {
+    let result = async {
+        let Query(q) = query.map_err(malformed_query)?;
+        state.admit(Limit::Digests, "/v1/fetch/open", peer, &headers, 1)?;
+        let s = fetch::open(&state.service, q.min_end).await?;
+        Ok(Json(s.fetch_range()))
     }
     .await;
     result.map_or_else(

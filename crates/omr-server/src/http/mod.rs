@@ -102,6 +102,7 @@ fn routes() -> Routes {
         .routes(routes!(pir::get_hint))
         .routes(routes!(pir::post_query))
         .routes(routes!(fetch::get_range))
+        .routes(routes!(fetch::get_open_range))
         .routes(routes!(fetch::put_key))
         .routes(routes!(fetch::post_round))
         .split_for_parts();

@@ -1,7 +1,7 @@
 //! Attachment PIR metrics: epoch databases built and how long that took, requests by route and
-//! outcome, and the time each answer took.
+//! outcome, and the time each answer took; and omr-light-v1's fetch snapshot builds.
 
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, Opts, Registry};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
 /// The PIR metrics.
 #[derive(Debug, Clone)]
@@ -15,6 +15,9 @@ pub struct PirMetrics {
     pub requests: IntCounterVec,
     /// Time to answer one query (one fetch's queries together).
     pub answer_seconds: Histogram,
+    /// omr-light-v1: time to build one payload fetch snapshot, by kind (`closed`: every closed,
+    /// retained epoch; `open`: the open epoch so far); its count is the builds.
+    pub fetch_snapshot_seconds: HistogramVec,
 }
 
 impl PirMetrics {
@@ -51,12 +54,22 @@ impl PirMetrics {
                 ),
             )
             .expect("metric"),
+            fetch_snapshot_seconds: HistogramVec::new(
+                HistogramOpts::new(
+                    "fetch_snapshot_build_seconds",
+                    "omr-light-v1: time to build one payload fetch snapshot, by kind (closed, open)",
+                )
+                .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+                &["kind"],
+            )
+            .expect("metric"),
         };
         for c in [
             Box::new(m.builds.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(m.build_seconds.clone()),
             Box::new(m.requests.clone()),
             Box::new(m.answer_seconds.clone()),
+            Box::new(m.fetch_snapshot_seconds.clone()),
         ] {
             registry.register(c).expect("unique metric names");
         }

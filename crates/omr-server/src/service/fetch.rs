@@ -1,20 +1,29 @@
 //! omr-light-v1's payload fetch (`omr_light::fetch`): a recipient uploads its fetch key once,
 //! then fetches the payloads of its messages in rounds of a fixed shape (75 buckets, up to 50
-//! records) from the snapshot of every closed, retained epoch, without the server learning
-//! which.
+//! records) from a snapshot, without the server learning which.
 //!
-//! The snapshot is built when a request finds that an epoch has closed since the last one (the
-//! board's messages of the range, each payload framed as a record), transformed within
-//! `light_fetch_prepared_mb`, and kept with the one before it, so that a round made just before
-//! an epoch closed is still answered. Rounds are answered one at a time on the blocking pool
-//! (each already uses every core).
+//! Two snapshots are served:
+//! - **closed** (`GET /v1/fetch`): every closed, retained epoch. Built when a request finds that
+//!   an epoch has closed since the last one, transformed within `light_fetch_prepared_mb`, and
+//!   kept with the one before it, so that a round made just before an epoch closed is still
+//!   answered.
+//! - **open** (`GET /v1/fetch/open`): the open epoch's messages so far, so that a payload is
+//!   fetchable seconds after its post on a board of any rate. Rebuilt when a request needs a
+//!   message past it (by default: the board head), at most once per
+//!   `light_fetch_open_rebuild_ms`; a request that comes sooner waits for that rebuild. It
+//!   holds at most one epoch (4,096 payloads), so a rebuild costs tens of milliseconds, and a
+//!   busy board costs one per interval however many recipients ask. The last few are kept, so
+//!   a round made against one a moment old is still answered.
+//!
+//! Rounds are answered one at a time on the blocking pool (each already uses every core).
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use omr_api::http::FetchRange;
 use omr_api::ErrorCode;
 use omr_light::fetch::wire::answers_to_bytes;
-use omr_light::fetch::{FetchDb, FetchKey, FetchQuery, BUCKETS};
+use omr_light::fetch::{FetchDb, FetchKey, FetchQuery, BUCKETS, RECORDS_PER_FETCH};
 use omr_light::LightParams;
 use tokio::sync::Semaphore;
 
@@ -26,6 +35,8 @@ use crate::set::Set;
 #[derive(Debug)]
 pub struct Snapshot {
     pub db: FetchDb,
+    /// When it was built.
+    pub built: Instant,
 }
 
 impl Snapshot {
@@ -33,13 +44,32 @@ impl Snapshot {
     pub fn range(&self) -> (u64, u64) {
         self.db.geometry().range
     }
+
+    /// What a client needs of it to make a round against it.
+    pub fn fetch_range(&self) -> FetchRange {
+        let g = self.db.geometry();
+        FetchRange {
+            start: g.range.0,
+            end: g.range.1,
+            rows: g.rows as u32,
+            buckets: BUCKETS as u32,
+            records_per_round: RECORDS_PER_FETCH as u32,
+        }
+    }
 }
 
-/// The snapshots of this process (the newest and the one before) and the permits.
+/// Open-epoch snapshots kept: the newest and the two before it (a round takes a second or two
+/// and may queue behind others while the snapshot is rebuilt).
+const OPEN_KEPT: usize = 3;
+
+/// The snapshots of this process (closed: the newest and the one before; open: the last
+/// [`OPEN_KEPT`]) and the permits.
 #[derive(Debug)]
 pub struct Snapshots {
     kept: Mutex<Vec<Arc<Snapshot>>>,
+    open: Mutex<Vec<Arc<Snapshot>>>,
     building: tokio::sync::Mutex<()>,
+    open_building: tokio::sync::Mutex<()>,
     answering: Semaphore,
 }
 
@@ -47,7 +77,9 @@ impl Default for Snapshots {
     fn default() -> Self {
         Snapshots {
             kept: Mutex::new(Vec::new()),
+            open: Mutex::new(Vec::new()),
             building: tokio::sync::Mutex::new(()),
+            open_building: tokio::sync::Mutex::new(()),
             answering: Semaphore::new(1),
         }
     }
@@ -98,6 +130,20 @@ pub async fn current(svc: &Service) -> Result<Arc<Snapshot>, ServiceError> {
     if let Some(s) = find(svc, range) {
         return Ok(s);
     }
+    let snapshot = build(svc, range, "closed").await?;
+    let mut kept = svc.fetch.kept.lock().expect("snapshots");
+    kept.push(snapshot.clone());
+    let drop = kept.len().saturating_sub(2);
+    kept.drain(..drop);
+    Ok(snapshot)
+}
+
+/// The snapshot of the board messages `range`, transformed within `light_fetch_prepared_mb`.
+async fn build(
+    svc: &Service,
+    range: (u64, u64),
+    kind: &'static str,
+) -> Result<Arc<Snapshot>, ServiceError> {
     let started = Instant::now();
     let records = super::pir::message_records(&svc.store, range.0, range.1, Vec::new()).await?;
     let cap = svc.config.light_fetch_prepared_mb << 20;
@@ -106,29 +152,95 @@ pub async fn current(svc: &Service) -> Result<Arc<Snapshot>, ServiceError> {
         if db.prepared_bytes_if_prepared() <= cap {
             db.prepare();
         }
-        Snapshot { db }
+        Snapshot {
+            db,
+            built: Instant::now(),
+        }
     })
     .await
     .map_err(|e| ServiceError::internal("building the fetch snapshot", e))?;
-    tracing::info!(
-        first_index = range.0,
-        end_index = range.1,
-        rows = snapshot.db.geometry().rows,
-        prepared_mib = snapshot.db.prepared_bytes() >> 20,
-        seconds = started.elapsed().as_secs_f64(),
-        "omr-light-v1 payload fetch snapshot built"
-    );
-    let snapshot = Arc::new(snapshot);
-    let mut kept = svc.fetch.kept.lock().expect("snapshots");
-    kept.push(snapshot.clone());
-    let drop = kept.len().saturating_sub(2);
-    kept.drain(..drop);
+    let seconds = started.elapsed().as_secs_f64();
+    if kind == "closed" {
+        tracing::info!(
+            first_index = range.0,
+            end_index = range.1,
+            rows = snapshot.db.geometry().rows,
+            prepared_mib = snapshot.db.prepared_bytes() >> 20,
+            seconds,
+            "omr-light-v1 payload fetch snapshot built"
+        );
+    } else {
+        tracing::debug!(
+            first_index = range.0,
+            end_index = range.1,
+            rows = snapshot.db.geometry().rows,
+            seconds,
+            "omr-light-v1 open-epoch fetch snapshot built"
+        );
+    }
+    svc.metrics
+        .pir
+        .fetch_snapshot_seconds
+        .with_label_values(&[kind])
+        .observe(seconds);
+    Ok(Arc::new(snapshot))
+}
+
+/// The open epoch's snapshot, holding at least the messages before `min_end` (default: the
+/// board head; at most the head), rebuilt when it does not, at most once per
+/// `light_fetch_open_rebuild_ms` (a request that comes sooner waits for the rebuild).
+pub async fn open(svc: &Service, min_end: Option<u64>) -> Result<Arc<Snapshot>, ServiceError> {
+    light(svc)?;
+    let head = svc.board_head().await?;
+    let start = svc.epochs.start_of(head);
+    if head == start {
+        return Err(ServiceError::new(
+            ErrorCode::UnknownEpoch,
+            format!(
+                "the open epoch holds no message yet: the board is at {head}, an epoch \
+                 boundary (GET /v1/fetch serves the closed epochs)"
+            ),
+        ));
+    }
+    let want = min_end.unwrap_or(head).clamp(start + 1, head);
+    let covers = |svc: &Service| {
+        let open = svc.fetch.open.lock().expect("snapshots");
+        (open.iter().rev())
+            .find(|s| s.range().0 == start && s.range().1 >= want)
+            .cloned()
+    };
+    if let Some(s) = covers(svc) {
+        return Ok(s);
+    }
+    let _one_build = svc.fetch.open_building.lock().await;
+    if let Some(s) = covers(svc) {
+        return Ok(s);
+    }
+    let last = (svc.fetch.open.lock().expect("snapshots").last()).map(|s| s.built);
+    if let Some(built) = last {
+        let interval = Duration::from_millis(svc.config.light_fetch_open_rebuild_ms);
+        tokio::time::sleep(interval.saturating_sub(built.elapsed())).await;
+    }
+    // The board may have moved on, past this epoch's end too: the snapshot holds this epoch's
+    // messages up to the head now (records never change once committed).
+    let end = svc.board_head().await?.min(start + svc.epochs.size());
+    let snapshot = build(svc, (start, end), "open").await?;
+    let mut open = svc.fetch.open.lock().expect("snapshots");
+    open.retain(|s| s.range().0 == start);
+    open.push(snapshot.clone());
+    let drop = open.len().saturating_sub(OPEN_KEPT);
+    open.drain(..drop);
     Ok(snapshot)
 }
 
 fn find(svc: &Service, range: (u64, u64)) -> Option<Arc<Snapshot>> {
     let kept = svc.fetch.kept.lock().expect("snapshots");
     kept.iter().find(|s| s.range() == range).cloned()
+}
+
+fn find_open(svc: &Service, range: (u64, u64)) -> Option<Arc<Snapshot>> {
+    let open = svc.fetch.open.lock().expect("snapshots");
+    open.iter().rev().find(|s| s.range() == range).cloned()
 }
 
 /// Store `bytes` as the fetch key of `key_id` (whose token `authorization` must carry), once it
@@ -191,8 +303,19 @@ pub async fn answer(
     let malformed = |why: String| ServiceError::new(ErrorCode::MalformedPirQuery, why);
     let (query, _) = FetchQuery::from_bytes(query, max_query_bytes())
         .map_err(|e| malformed(format!("the fetch query does not decode: {e}")))?;
-    let snapshot = match find(svc, query.range) {
+    let snapshot = match find(svc, query.range).or_else(|| find_open(svc, query.range)) {
         Some(s) => s,
+        // Not an epoch boundary: a round against an open-epoch snapshot no longer kept.
+        None if !svc.epochs.is_boundary(query.range.1) => {
+            return Err(ServiceError::new(
+                ErrorCode::UnknownEpoch,
+                format!(
+                    "the fetch is for board indices {}..{}, an open-epoch snapshot this server \
+                     no longer keeps (GET /v1/fetch/open, then make the round again)",
+                    query.range.0, query.range.1
+                ),
+            ));
+        }
         None => {
             let now = current(svc).await?;
             if now.range() != query.range {

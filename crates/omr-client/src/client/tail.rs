@@ -1,0 +1,105 @@
+//! omr-light-v1: an online recipient reads the board's newest messages itself.
+//!
+//! The board is public, so reading it tells the server nothing about who reads: a recipient a
+//! few messages behind the head downloads those messages (clue and payload, ≈ 4 KB each as the
+//! board's JSON), keeps the ones whose clue passes its own range check
+//! ([`omr_light::SecretKey::matches`], n·ℓ products), and has their payloads at once. The
+//! server does no detection and no PIR for it. Past [`ClientOptions::tail_messages`] messages
+//! behind, the digest (15 B a message) and the batch fetch cost fewer bytes, and the retrieval
+//! uses them instead (docs/light/STUDY.md §9 compares the two).
+//!
+//! [`ClientOptions::tail_messages`]: super::ClientOptions::tail_messages
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use omr_api::http::BoardPage;
+use omr_core::Retrieved;
+use omr_light::Clue;
+use serde::Serialize;
+
+use super::Client;
+use crate::error::{Api, Result};
+use crate::keydir::DigestState;
+
+/// The default [`ClientOptions::tail_messages`](super::ClientOptions::tail_messages): 256
+/// messages are ≈ 1 MB of board JSON, about what a digest and a batch-fetch round cost a
+/// recipient that far behind (0.03 MB of digest for a part of an epoch, 0.23 MB a round, and
+/// the server ≈ 2 s of CPU).
+pub const DEFAULT_TAIL_MESSAGES: u64 = 256;
+
+/// Most messages one board page holds (the server's limit).
+const PAGE: u64 = 1000;
+
+/// What reading the board's tail cost in one retrieval.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct TailRead {
+    /// Board messages read and checked.
+    pub messages: u64,
+    /// Bytes downloaded (the pages' bodies).
+    pub bytes: u64,
+}
+
+impl Client {
+    /// `GET /v1/messages?from=…&limit=…`, and its body's bytes.
+    async fn board_page(&self, from: u64, limit: u64) -> Result<(BoardPage, u64)> {
+        self.retrying(|| async {
+            let req = (self.http.get(self.url("/v1/messages")))
+                .query(&[("from", from), ("limit", limit.clamp(1, PAGE))]);
+            let r = self.http_check(self.http_send(req).await?, "").await?;
+            let bytes = self.read_capped(r, 16 << 20, None).await?;
+            let page = serde_json::from_slice(&bytes).map_err(|e| {
+                self.protocol(Api::Http, format!("a board page is not the JSON expected: {e}"))
+            })?;
+            Ok((page, bytes.len() as u64))
+        })
+        .await
+    }
+
+    /// Read the board from `state.next_from` up to `to`, keep the messages whose clues are
+    /// `secret`'s (and not in `state.seen`), and advance `state.next_from` past what was read.
+    pub(crate) async fn read_tail(
+        &self,
+        secret: &omr_light::SecretKey,
+        state: &mut DigestState,
+        to: u64,
+        found: &mut Vec<Retrieved>,
+    ) -> Result<TailRead> {
+        let mut read = TailRead::default();
+        while state.next_from < to {
+            let (page, bytes) = self.board_page(state.next_from, to - state.next_from).await?;
+            read.bytes += bytes;
+            let mut next = state.next_from;
+            for m in page.messages.into_iter().take_while(|m| m.index < to) {
+                if m.index != next {
+                    let why = format!("board index {} where {next} was expected", m.index);
+                    return Err(self.protocol(Api::Http, why));
+                }
+                next += 1;
+                read.messages += 1;
+                let decoded = B64.decode(&m.clue).ok();
+                let Some(clue) = decoded.and_then(|c| Clue::from_bytes(&c).ok()) else {
+                    let why = format!("the clue of board message {} does not decode", m.index);
+                    return Err(self.protocol(Api::Http, why));
+                };
+                if clue.params().id != secret.params().id || !secret.matches(&clue) {
+                    continue;
+                }
+                let payload = B64.decode(&m.payload).map_err(|e| {
+                    let why = format!("the payload of board message {}: {e}", m.index);
+                    self.protocol(Api::Http, why)
+                })?;
+                if state.seen.insert(m.index) {
+                    found.push(Retrieved {
+                        index: m.index,
+                        payload,
+                    });
+                }
+            }
+            if next == state.next_from {
+                break; // the board holds nothing there yet
+            }
+            state.next_from = next;
+        }
+        Ok(read)
+    }
+}
