@@ -319,16 +319,111 @@ async fn light_payloads_come_by_the_batch_fetch_in_rounds() {
     assert_eq!(opened, sent);
     assert!(first.pending.is_empty());
     let pir = first.pir.expect("fetch rounds");
-    assert_eq!((pir.epochs, pir.queries), (1, 2));
+    // Two rounds on the closed epoch (52 payloads), and one on the open epoch, which the
+    // digests reached too (two strangers' messages: a round whatever it holds).
+    assert_eq!((pir.epochs, pir.queries), (1, 3));
     assert_eq!(pir.key_bytes_up, FetchKey::encoded_len() as u64);
-    // Two rounds of one size: each query ≈ 64 KB up, 10 answers of 16 KiB down.
-    assert_eq!(pir.bytes_up % 2, 0);
-    assert!(pir.bytes_up / 2 < 70_000, "{pir:?}");
-    assert!(pir.bytes_down / 2 < 170_000, "{pir:?}");
-    // Nothing new has closed: no round.
+    // Each query ≈ 64 KB up at most, 10 answers of 16 KiB down.
+    assert!(pir.bytes_up < 3 * 70_000, "{pir:?}");
+    assert!(pir.bytes_down < 3 * 170_000, "{pir:?}");
+    // Nothing new: the board's tail (empty) is read, no digest, no round.
     let again = client
         .retrieve(&me.secret, &reg, &mut state, None)
         .await
         .unwrap();
     assert!(again.messages.is_empty() && again.pending.is_empty() && again.pir.is_none());
+    assert_eq!(
+        (again.digests, again.tail.map(|t| t.messages)),
+        (0, Some(0))
+    );
+}
+
+/// omr-light-v1 on a quiet board (no epoch ever closes): a sealed letter is readable at once.
+/// A recipient at the head reads the board's tail itself (no digest, no round); one that asks
+/// the server (`tail_messages = 0`) gets it from the open epoch's snapshot in one round, and a
+/// recipient with nothing there makes a round of the same size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn light_payloads_of_the_open_epoch_are_readable_at_once() {
+    use omr_client::{Address, Keys, SealKey};
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start_configured(&db, |c| {
+        c.param_set = omr_light::OMR_LIGHT_V1.name.into();
+        c.epoch_len = omr_light::OMR_LIGHT_V1.batch as u64;
+        c.poll_interval_ms = 200;
+        c.light_fetch_open_rebuild_ms = 100;
+    })
+    .await;
+    let (http, grpc) = (server.url(""), server.grpc_url());
+    let tailing = Client::new(&http, &grpc).unwrap();
+    let options = ClientOptions {
+        tail_messages: 0,
+        ..ClientOptions::default()
+    };
+    let asking = Client::with_options(&http, &grpc, options).unwrap();
+    let (me, idle, stranger) = (
+        Keys::generate("omr-light-v1", 1).unwrap(),
+        Keys::generate("omr-light-v1", 1).unwrap(),
+        Keys::generate("omr-light-v1", 1).unwrap(),
+    );
+    let reg = (tailing
+        .register(&me.detection_key, StartAt::Now, None)
+        .await)
+        .unwrap();
+    let idle_reg = (tailing
+        .register(&idle.detection_key, StartAt::Now, None)
+        .await)
+        .unwrap();
+    let seal = SealKey::generate();
+    let address = Address {
+        clue_key: me.clue_key.clone(),
+        seal: seal.public().clone(),
+    };
+    tailing
+        .send(stranger.clue_key.clone(), b"noise 0")
+        .await
+        .unwrap();
+    let sent = (tailing.send_to(&address, b"paid 5", None).await)
+        .unwrap()
+        .index;
+    tailing
+        .send(stranger.clue_key.clone(), b"noise 2")
+        .await
+        .unwrap();
+    let letters = |got: &omr_client::Retrieval| -> Vec<(u64, Vec<u8>)> {
+        (got.open(&seal).into_iter())
+            .map(|r| (r.index, r.letter.bytes().unwrap().to_vec()))
+            .collect()
+    };
+
+    // At the head: the tail, read at once.
+    let mut state = DigestState::new(&reg);
+    let got = (tailing.retrieve(&me.secret, &reg, &mut state, None).await).unwrap();
+    assert_eq!(letters(&got), vec![(sent, b"paid 5".to_vec())]);
+    assert_eq!((got.digests, got.to, got.lag), (0, 3, 0));
+    assert!(got.pir.is_none() && got.pending.is_empty());
+    let tail = got.tail.expect("the tail was read");
+    assert_eq!(tail.messages, 3);
+    assert!(tail.bytes > 3 * 2956, "{tail:?}");
+
+    // Asking the server: the digest once detection has reached the head, then one round.
+    wait_detected(&asking, &reg).await;
+    let mut state = DigestState::new(&reg);
+    let got = (asking.retrieve(&me.secret, &reg, &mut state, None).await).unwrap();
+    assert_eq!(letters(&got), vec![(sent, b"paid 5".to_vec())]);
+    assert!(got.tail.is_none() && got.pending.is_empty());
+    let pir = got.pir.expect("a round");
+    assert_eq!((pir.epochs, pir.queries), (0, 1));
+    // A recipient with nothing on the board makes the same round.
+    wait_detected(&asking, &idle_reg).await;
+    let mut idle_state = DigestState::new(&idle_reg);
+    let none = (asking
+        .retrieve(&idle.secret, &idle_reg, &mut idle_state, None)
+        .await)
+        .unwrap();
+    assert!(none.messages.is_empty());
+    let idle_pir = none.pir.expect("a round whatever it holds");
+    assert_eq!(
+        (idle_pir.queries, idle_pir.bytes_up, idle_pir.bytes_down),
+        (pir.queries, pir.bytes_up, pir.bytes_down)
+    );
 }

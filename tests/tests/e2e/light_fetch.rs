@@ -5,7 +5,10 @@
 //! same size as everyone's, byte-exact. Bad input is refused with its code before any work and
 //! changes nothing: a round without a fetch key, a fetch key that does not decode, missing and
 //! wrong tokens, a malformed query, a query for a snapshot no longer served, a TFHE server
-//! (`unknown_route`, after the token check).
+//! (`unknown_route`, after the token check). On a quiet board (ten messages, no epoch closed)
+//! the open epoch's snapshot serves every payload byte-exact over HTTP and gRPC, in rounds of
+//! one size, and follows the board as it grows; a round against a snapshot no longer kept is
+//! refused.
 
 use omr_light::fetch::layout::{assign, Geometry};
 use omr_light::fetch::wire::answers_from_bytes;
@@ -22,6 +25,7 @@ use serde_json::Value;
 test_each_backend!(
     payloads_come_back_by_the_batch_fetch,
     the_batch_fetch_refuses_bad_input,
+    open_epoch_payloads_come_back_on_a_quiet_board,
 );
 
 async fn light_server(db: &TestDb) -> TestServer {
@@ -68,12 +72,18 @@ async fn refused(response: reqwest::Response, status: StatusCode, code: &str) {
 }
 
 async fn range(api: &RawClient) -> Value {
-    let r = api.get("/v1/fetch").await;
+    range_at(api, "/v1/fetch").await
+}
+
+/// The snapshot `GET path` serves.
+async fn range_at(api: &RawClient, path: &str) -> Value {
+    let r = api.get(path).await;
     assert_eq!(r.status(), StatusCode::OK);
     r.json().await.unwrap()
 }
 
-/// One round for `wanted` of `secret`'s key: the payloads by index, and the query's size.
+/// One round for `wanted` of `secret`'s key against the closed epochs' snapshot: the payloads
+/// by index, and the query's size.
 async fn round(
     api: &RawClient,
     secret: &SecretKey,
@@ -81,7 +91,19 @@ async fn round(
     token: &str,
     wanted: &[u64],
 ) -> (Vec<(u64, Vec<u8>)>, usize) {
-    let r = range(api).await;
+    round_at(api, "/v1/fetch", secret, key_id, token, wanted).await
+}
+
+/// [`round`] against the snapshot `GET range_path` serves.
+async fn round_at(
+    api: &RawClient,
+    range_path: &str,
+    secret: &SecretKey,
+    key_id: &str,
+    token: &str,
+    wanted: &[u64],
+) -> (Vec<(u64, Vec<u8>)>, usize) {
+    let r = range_at(api, range_path).await;
     let (start, end) = (r["start"].as_u64().unwrap(), r["end"].as_u64().unwrap());
     let geometry = Geometry::new(start..end, BUCKETS);
     assert_eq!(r["rows"].as_u64(), Some(geometry.rows as u64));
@@ -173,7 +195,9 @@ async fn payloads_come_back_by_the_batch_fetch(db: &TestDb) {
     }
     // gRPC: the same snapshot, and a round whose answers decode to the same payloads.
     let mut detector = api.detector().await;
-    let grpc_range = (detector.get_fetch_range(GetFetchRangeRequest {}).await)
+    let grpc_range = (detector
+        .get_fetch_range(GetFetchRangeRequest::default())
+        .await)
         .unwrap()
         .into_inner();
     assert_eq!(
@@ -312,4 +336,148 @@ async fn the_batch_fetch_refuses_bad_input(db: &TestDb) {
     let response = send(&api, reqwest::Method::POST, &path, Some(&t.token), vec![0]).await;
     refused(response, StatusCode::NOT_FOUND, "unknown_route").await;
     tfhe.stop().await;
+}
+
+/// Ten messages on a quiet board, none of them in a closed epoch: three recipients (one with
+/// the first and the last index) and an idle fourth fetch from the open epoch's snapshot.
+async fn open_epoch_payloads_come_back_on_a_quiet_board(db: &TestDb) {
+    let s = TestServer::start_configured(db, |c| {
+        c.param_set = OMR_LIGHT_V1.name.to_string();
+        c.epoch_len = OMR_LIGHT_V1.batch as u64;
+        c.poll_interval_ms = 200;
+        c.worker_threads = 2;
+        c.light_fetch_open_rebuild_ms = 100;
+    })
+    .await;
+    let api = s.client();
+    // An empty open epoch has no snapshot; nor is there a closed one.
+    refused(
+        api.get("/v1/fetch/open").await,
+        StatusCode::NOT_FOUND,
+        "unknown_epoch",
+    )
+    .await;
+    let rs = [
+        api.register_light().await,
+        api.register_light().await,
+        api.register_light().await,
+        api.register_light().await,
+    ];
+    let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
+    let to = |i: u64| -> Option<usize> {
+        match i {
+            0 | 9 => Some(0),
+            3 | 5 => Some(1),
+            7 | 10 => Some(2),
+            _ => None,
+        }
+    };
+    let message = |i: u64| {
+        let address = to(i).map_or(stranger.clone(), |r| rs[r].secret.address());
+        light_message(&address, &payload(i))
+    };
+    api.post_all((0..10).map(message).collect()).await;
+    refused(
+        api.get("/v1/fetch").await,
+        StatusCode::NOT_FOUND,
+        "unknown_epoch",
+    )
+    .await;
+    let open = range_at(&api, "/v1/fetch/open").await;
+    assert_eq!(
+        (open["start"].as_u64(), open["end"].as_u64()),
+        (Some(0), Some(10))
+    );
+    assert_eq!(open["buckets"].as_u64(), Some(75));
+
+    let mut sizes = Vec::new();
+    for (n, r) in rs.iter().enumerate() {
+        put_fetch_key(&api, &r.secret, &r.key_id, &r.token).await;
+        let want: Vec<u64> = (0..10).filter(|&i| to(i) == Some(n)).collect();
+        let (mut got, size) = round_at(
+            &api,
+            "/v1/fetch/open",
+            &r.secret,
+            &r.key_id,
+            &r.token,
+            &want,
+        )
+        .await;
+        got.sort();
+        let expected: Vec<(u64, Vec<u8>)> = want.iter().map(|&i| (i, payload(i))).collect();
+        assert_eq!(got, expected, "recipient {n}");
+        sizes.push(size);
+    }
+    // The idle recipient's round (nothing wanted) is the same size as the others'.
+    assert!(sizes.windows(2).all(|w| w[0] == w[1]), "{sizes:?}");
+
+    // gRPC: the same snapshot, and a round that decodes to the same payloads.
+    let mut detector = api.detector().await;
+    let request = GetFetchRangeRequest {
+        open: true,
+        min_end: None,
+    };
+    let g = (detector.get_fetch_range(request).await)
+        .unwrap()
+        .into_inner();
+    assert_eq!((g.start, g.end, g.buckets), (0, 10, 75));
+    let r1 = &rs[1];
+    let (placed, _) = assign(&[3, 5], BUCKETS);
+    let fetch = r1.secret.fetch_secret();
+    let query = fetch
+        .query(
+            &Geometry::new(0..10, BUCKETS),
+            &placed,
+            &mut rand::rngs::OsRng,
+        )
+        .to_bytes(&OMR_LIGHT_V1);
+    let request = FetchRequest {
+        key_id: r1.key_id.clone(),
+        query: query.clone(),
+    };
+    let answers = (detector.fetch(with_token(request, &r1.token)).await)
+        .unwrap()
+        .into_inner()
+        .answers;
+    let answers = answers_from_bytes(&answers, BUCKETS.div_ceil(BUCKETS_PER_ANSWER)).unwrap();
+    let mut got: Vec<(u64, Vec<u8>)> = (fetch.decode(&placed, &answers).into_iter())
+        .map(|(i, record)| (i, unframe_message(&record).unwrap().0.to_vec()))
+        .collect();
+    got.sort();
+    assert_eq!(got, vec![(3, payload(3)), (5, payload(5))]);
+
+    // The board grows: the next request for the head waits for a rebuild that holds it.
+    api.post_all(vec![message(10)]).await;
+    let r2 = &rs[2];
+    let (got, _) = round_at(
+        &api,
+        "/v1/fetch/open",
+        &r2.secret,
+        &r2.key_id,
+        &r2.token,
+        &[10],
+    )
+    .await;
+    assert_eq!(got, vec![(10, payload(10))]);
+    // `min_end` below the snapshot's end is served by it; a malformed one is refused.
+    let held = range_at(&api, "/v1/fetch/open?min_end=3").await;
+    assert_eq!(held["end"].as_u64(), Some(11));
+    refused(
+        api.get("/v1/fetch/open?min_end=soon").await,
+        StatusCode::BAD_REQUEST,
+        "malformed_query",
+    )
+    .await;
+
+    // Three more rebuilds: the snapshot of 0..10 is no longer kept, and a round for it is
+    // refused before any work (it charged nothing and stored nothing).
+    for i in 11..14 {
+        api.post_all(vec![message(i)]).await;
+        let r = range_at(&api, "/v1/fetch/open").await;
+        assert_eq!(r["end"].as_u64(), Some(i + 1));
+    }
+    let path = format!("/v1/keys/{}/fetch", r1.key_id);
+    let stale = send(&api, reqwest::Method::POST, &path, Some(&r1.token), query).await;
+    refused(stale, StatusCode::NOT_FOUND, "unknown_epoch").await;
+    s.stop().await;
 }

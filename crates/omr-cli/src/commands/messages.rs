@@ -195,8 +195,14 @@ pub struct DigestArgs {
     #[arg(long, value_name = "INDEX")]
     from: Option<u64>,
     /// Then keep waiting, and print each new message as the server detects it, until Ctrl-C.
+    /// On omr-light-v1 it reads the board's new messages itself each second.
     #[arg(long)]
     follow: bool,
+    /// omr-light-v1: when at most this many board messages behind, read them from the board
+    /// and check their clues here instead of asking for a digest and fetching the payloads by
+    /// PIR (≈ 4 KB a message; the server does no work for it); 0: always digest and PIR.
+    #[arg(long, value_name = "N", default_value_t = omr_client::DEFAULT_TAIL_MESSAGES)]
+    tail_messages: u64,
 }
 
 /// How long one wait for new messages lasts before it is asked again (the server's cap).
@@ -218,7 +224,11 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
         state.next_from = from.max(reg.start_index);
         state.seen.clear();
     }
-    let client = a.servers.client(Some(&reg))?;
+    let options = ClientOptions {
+        tail_messages: a.tail_messages,
+        ..ClientOptions::default()
+    };
+    let client = a.servers.client_with(Some(&reg), options)?;
     let pb = ui.bytes("downloading digest", 0);
     let started = Instant::now();
     let got = client

@@ -3,7 +3,10 @@
 //! PIR from the closed epoch in a fixed number of queries, the open epoch's message pending
 //! until its epoch closes), status, `digest --follow` (a live message announced when detected,
 //! its payload and the earlier pending one fetched once their epoch closes), and a key or
-//! address of the other scheme refused.
+//! address of the other scheme refused. On a quiet board of a server without attachments (the
+//! light lane's default), `omr digest` prints the payload of a message posted a moment ago
+//! (read from the board's tail, or with `--tail-messages 0` fetched by PIR from the open
+//! epoch), and `--follow` announces a new message with its payload.
 
 use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_test_support::{light_message, test_each_backend, TestDb, TestServer};
@@ -12,7 +15,10 @@ use serde_json::Value;
 use crate::common::{keygen, omr_fails, omr_json, payloads, register, s, wait_detected};
 use crate::follow::Follower;
 
-test_each_backend!(a_light_recipient_gets_its_messages_and_payloads_by_pir);
+test_each_backend!(
+    a_light_recipient_gets_its_messages_and_payloads_by_pir,
+    a_payload_posted_seconds_ago_is_readable_on_a_quiet_light_board,
+);
 
 /// `omr send --to TO --http HTTP --json MORE…`, required to succeed: the board index.
 fn send(to: &std::path::Path, http: &str, more: &[&str]) -> u64 {
@@ -196,4 +202,87 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
         2 * OMR_LIGHT_V1.batch as u64,
         "nothing refused was stored"
     );
+}
+
+async fn a_payload_posted_seconds_ago_is_readable_on_a_quiet_light_board(db: &TestDb) {
+    let server = TestServer::start_configured(db, |c| {
+        c.param_set = OMR_LIGHT_V1.name.to_string();
+        c.epoch_len = OMR_LIGHT_V1.batch as u64;
+        c.poll_interval_ms = 200;
+        c.light_fetch_open_rebuild_ms = 100;
+    })
+    .await;
+    let (http, grpc) = (server.url(""), server.grpc_url());
+    let tmp = tempfile::tempdir().unwrap();
+    let (alice, bob) = (tmp.path().join("alice"), tmp.path().join("bob"));
+    tokio::task::spawn_blocking(move || {
+        for dir in [&alice, &bob] {
+            omr_json(&[
+                "keygen",
+                "--out",
+                s(dir),
+                "--param-set",
+                "omr-light-v1",
+                "--json",
+            ]);
+            register(dir, &http, &grpc);
+        }
+        let to = alice.join("address");
+        send(&bob.join("address"), &http, &["--message", "for bob"]);
+        let lunch = send(&to, &http, &["--message", "lunch at noon?"]);
+        // At once: read from the board's tail, no digest, no round.
+        let got = omr_json(&["digest", "--keys", s(&alice), "--json"]);
+        assert_eq!(
+            payloads(&got),
+            vec![(lunch, "lunch at noon?".into())],
+            "{got}"
+        );
+        assert_eq!(
+            (got["digests"].as_u64(), got["tail"]["messages"].as_u64()),
+            (Some(0), Some(2))
+        );
+        assert_eq!(got["pir"], Value::Null, "{got}");
+
+        // Asking the server instead: the digest, then one round on the open epoch.
+        let late = send(&to, &http, &["--message", "and dinner"]);
+        wait_detected(&alice);
+        let got = omr_json(&[
+            "digest",
+            "--keys",
+            s(&alice),
+            "--tail-messages",
+            "0",
+            "--json",
+        ]);
+        assert_eq!(payloads(&got), vec![(late, "and dinner".into())], "{got}");
+        assert_eq!(got["pir"]["queries"], 1, "{got}");
+        assert!(got["pending"].is_null(), "{got}");
+
+        // Text: the payload, and what reading the tail cost.
+        let tea = send(&to, &http, &["--message", "tea?"]);
+        let out = crate::common::omr(&["digest", "--keys", s(&alice)]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("#{tea}")) && text.contains("\"tea?\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("read the board's newest 1 message itself"),
+            "{text}"
+        );
+
+        // --follow announces a new message with its payload, once.
+        let mut follower = Follower::start(&alice, &["--json"]);
+        let live = send(&to, &http, &["--message", "live"]);
+        follower.wait_for_line("\"text\":\"live\"");
+        let line = format!("\"index\":{live},");
+        assert_eq!(follower.count(&line), 1, "{:?}", follower.seen);
+        assert!(
+            follower.seen.iter().all(|l| !l.contains("pending")),
+            "{:?}",
+            follower.seen
+        );
+    })
+    .await
+    .unwrap();
 }

@@ -120,7 +120,10 @@ impl Client {
             }
             let mut wanted = inside(state);
             wanted.truncate(range.records_per_round as usize);
-            let got = match self.fetch_round(fetch_secret, reg, &range, &wanted, pir).await {
+            let got = match self
+                .fetch_round(fetch_secret, reg, &range, &wanted, pir)
+                .await
+            {
                 Err(Error::Rejected { ref code, .. })
                     if code == ErrorCode::UnknownEpoch.as_str() && stale < STALE_RETRIES =>
                 {

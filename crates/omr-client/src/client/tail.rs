@@ -48,7 +48,10 @@ impl Client {
             let r = self.http_check(self.http_send(req).await?, "").await?;
             let bytes = self.read_capped(r, 16 << 20, None).await?;
             let page = serde_json::from_slice(&bytes).map_err(|e| {
-                self.protocol(Api::Http, format!("a board page is not the JSON expected: {e}"))
+                self.protocol(
+                    Api::Http,
+                    format!("a board page is not the JSON expected: {e}"),
+                )
             })?;
             Ok((page, bytes.len() as u64))
         })
@@ -66,7 +69,9 @@ impl Client {
     ) -> Result<TailRead> {
         let mut read = TailRead::default();
         while state.next_from < to {
-            let (page, bytes) = self.board_page(state.next_from, to - state.next_from).await?;
+            let (page, bytes) = self
+                .board_page(state.next_from, to - state.next_from)
+                .await?;
             read.bytes += bytes;
             let mut next = state.next_from;
             for m in page.messages.into_iter().take_while(|m| m.index < to) {

@@ -1,0 +1,226 @@
+//! omr-light-v1 as a streaming service, measured on one omrd node (the real executable, its CPU
+//! read from /proc, the embedded SQLite store, no attachments): `online` recipients, each an SDK
+//! client polling `Client::retrieve` every second (the default client: at most 256 messages
+//! behind, it reads the board's tail itself), while a sender posts at each of `rates` messages
+//! per second for `seconds`, every message to one of the recipients. Per rate:
+//! - payload latency, from the post's 201 to the payload in the recipient's hands (p50, p95);
+//! - omrd's CPU per (new message, online key): the node's CPU over the run minus the same run's
+//!   posting alone (measured first, with nobody polling), over messages × recipients;
+//! - bytes a recipient downloads per new board message.
+//!
+//! Then a quiet board: single messages posted `quiet_gap` seconds apart (latency only). Prints
+//! JSON.
+//!
+//! cargo build --release -p omr-server --bin omrd
+//! cargo run --release -p omr-server --example light_stream_bench -- \
+//!     [online] [seconds] [quiet_gap] [rates,comma,separated] [omrd]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use omr_client::{Client, DigestState, Keys, Registration, StartAt};
+use omr_light::OMR_LIGHT_V1;
+use omr_test_support::Omrd;
+use serde_json::json;
+
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("omrd's stat");
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("model name"))?;
+            Some(l.split(':').nth(1)?.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// When each message was acknowledged, by board index.
+type Posted = Arc<Mutex<std::collections::HashMap<u64, Instant>>>;
+
+/// One recipient polling every second until `stop`: the latencies of its payloads, in
+/// seconds, and the bytes it downloaded.
+async fn poll(
+    client: Client,
+    keys: Keys,
+    reg: Registration,
+    posted: Posted,
+    stop: Arc<AtomicBool>,
+    bytes: Arc<AtomicU64>,
+) -> Vec<f64> {
+    let mut state = DigestState::new(&reg);
+    let head = client.params().await.expect("params").board_head;
+    state.next_from = head;
+    let mut latencies = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let got = (client.retrieve(&keys.secret, &reg, &mut state, None).await).expect("sync");
+        let now = Instant::now();
+        let pir = got.pir.map_or(0, |p| p.bytes_down);
+        let tail = got.tail.map_or(0, |t| t.bytes);
+        bytes.fetch_add(got.digest_bytes as u64 + pir + tail, Ordering::Relaxed);
+        for m in &got.messages {
+            if let Some(t) = posted.lock().unwrap().get(&m.index) {
+                latencies.push(now.duration_since(*t).as_secs_f64());
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    latencies
+}
+
+/// Post at `rate` messages per second for `seconds`, each to one of `to` (round robin), in
+/// batches every 100 ms (one message at a time below 10/s). Returns the messages posted.
+async fn post(client: &Client, to: &[Keys], rate: f64, seconds: f64, posted: &Posted) -> u64 {
+    let tick = Duration::from_secs_f64((1.0 / rate).max(0.1));
+    let per_tick = ((rate * tick.as_secs_f64()).round() as usize).max(1);
+    let start = Instant::now();
+    let mut n = 0u64;
+    let mut next = start;
+    while start.elapsed().as_secs_f64() < seconds {
+        let batch: Vec<_> = (0..per_tick)
+            .map(|i| {
+                let k = &to[(n as usize + i) % to.len()];
+                (k.clue_key.clone(), format!("payload {n} {i}").into_bytes())
+            })
+            .collect();
+        let range = client.send_batch(&batch).await.expect("posted");
+        let now = Instant::now();
+        let mut p = posted.lock().unwrap();
+        for index in range {
+            p.insert(index, now);
+        }
+        n += batch.len() as u64;
+        next += tick;
+        tokio::time::sleep_until(next.into()).await;
+    }
+    n
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let online: usize = args.next().map_or(Ok(50), |s| s.parse())?;
+    let seconds: f64 = args.next().map_or(Ok(20.0), |s| s.parse())?;
+    let quiet_gap: f64 = args.next().map_or(Ok(5.0), |s| s.parse())?;
+    let rates: Vec<f64> = (args.next().unwrap_or_else(|| "1,10,100".into()))
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    let omrd: PathBuf = args
+        .next()
+        .unwrap_or_else(|| "target/release/omrd".into())
+        .into();
+    let dir = tempfile::tempdir_in(std::env::current_dir()?)?;
+    let o = Omrd::spawn(&omrd, dir.path(), |cmd| {
+        cmd.args(["--param-set", OMR_LIGHT_V1.name])
+            .env("OMR_MAX_KEYS", (online + 10).to_string())
+            .env("OMR_MAX_BATCH_MESSAGES", "1000")
+            .env("OMR_MAX_ATTACHMENT_BYTES", "0")
+            .env("RUST_LOG", "warn");
+    });
+    let (pid, api) = (o.pid(), o.client());
+    let (http, grpc) = (api.url(""), api.grpc_url().to_string());
+    let sender = Client::new(&http, &grpc)?;
+    let mut recipients = Vec::new();
+    for _ in 0..online {
+        let keys = Keys::generate(OMR_LIGHT_V1.name, 1)?;
+        let reg = sender
+            .register(&keys.detection_key, StartAt::Now, None)
+            .await?;
+        recipients.push((keys, reg));
+    }
+    let to: Vec<Keys> = recipients.iter().map(|(k, _)| k.clone()).collect();
+    let mut runs = Vec::new();
+    for &rate in &rates {
+        // Posting alone, nobody polling: the baseline.
+        let posted: Posted = Arc::default();
+        let c0 = cpu_secs(pid);
+        let base_n = post(&sender, &to, rate, seconds, &posted).await;
+        let base_cpu = cpu_secs(pid) - c0;
+        // The same with every recipient online.
+        let posted: Posted = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let bytes = Arc::new(AtomicU64::new(0));
+        let pollers: Vec<_> = (recipients.iter())
+            .map(|(k, r)| {
+                let client = Client::new(&http, &grpc).expect("client");
+                let args = (k.clone(), r.clone(), posted.clone(), stop.clone());
+                tokio::spawn(poll(client, args.0, args.1, args.2, args.3, bytes.clone()))
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (c1, b1) = (cpu_secs(pid), bytes.load(Ordering::Relaxed));
+        let n = post(&sender, &to, rate, seconds, &posted).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let (cpu, got_bytes) = (cpu_secs(pid) - c1, bytes.load(Ordering::Relaxed) - b1);
+        stop.store(true, Ordering::Relaxed);
+        let mut latencies = Vec::new();
+        for p in pollers {
+            latencies.extend(p.await?);
+        }
+        let extra_cpu = cpu - base_cpu * (n as f64 / base_n.max(1) as f64);
+        runs.push(json!({
+            "rate_per_s": rate,
+            "messages": n,
+            "payloads_received": latencies.len(),
+            "latency_p50_s": pct(&mut latencies, 0.5),
+            "latency_p95_s": pct(&mut latencies, 0.95),
+            "omrd_cpu_s": cpu,
+            "omrd_cpu_posting_alone_s": base_cpu,
+            "cpu_ms_per_message_online_key": extra_cpu * 1e3 / (n as f64 * online as f64),
+            "bytes_per_online_key_per_message": got_bytes as f64 / (n as f64 * online as f64),
+        }));
+        eprintln!("{}", runs.last().unwrap());
+    }
+    // A quiet board: one message at a time, `quiet_gap` seconds apart, one recipient polling.
+    let posted: Posted = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (k, r) = recipients[0].clone();
+    let client = Client::new(&http, &grpc)?;
+    let bytes = Arc::new(AtomicU64::new(0));
+    let poller = tokio::spawn(poll(
+        client,
+        k.clone(),
+        r,
+        posted.clone(),
+        stop.clone(),
+        bytes,
+    ));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for _ in 0..5 {
+        post(&sender, std::slice::from_ref(&k), 1.0, 0.5, &posted).await;
+        tokio::time::sleep(Duration::from_secs_f64(quiet_gap)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut quiet = poller.await?;
+    let out = json!({
+        "cpu": cpu_model(),
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "online_keys": online,
+        "seconds_per_rate": seconds,
+        "rates": runs,
+        "quiet_board": {
+            "gap_s": quiet_gap,
+            "payloads": quiet.len(),
+            "latency_p50_s": pct(&mut quiet, 0.5),
+            "latency_p95_s": pct(&mut quiet, 0.95),
+        },
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
