@@ -92,6 +92,7 @@ async fn the_openapi_document_lists_every_api_route_the_router_serves() {
         ("/v1/admin/invites", "post"),
         ("/v1/digests/{key_id}", "get"),
         ("/v1/fetch", "get"),
+        ("/v1/fetch/open", "get"),
         ("/v1/keys/{key_id}/fetch", "post"),
         ("/v1/keys/{key_id}/fetch-key", "put"),
         ("/v1/keys/{key_id}/status", "get"),
