@@ -127,7 +127,10 @@ impl Client {
         let near = |head: u64, from: u64| tail > 0 && head.saturating_sub(from) <= tail;
         let digest_from = state.next_from;
         let skip_digests = near(out.board_head, state.next_from);
-        while !skip_digests {
+        loop {
+            if skip_digests {
+                break;
+            }
             let d = self
                 .digest(reg, Some(state.next_from), None, progress.clone())
                 .await?;

@@ -100,9 +100,11 @@ async fn post(client: &Client, to: &[Keys], rate: f64, seconds: f64, posted: &Po
             .collect();
         let range = client.send_batch(&batch).await.expect("posted");
         let now = Instant::now();
-        let mut p = posted.lock().unwrap();
-        for index in range {
-            p.insert(index, now);
+        {
+            let mut p = posted.lock().unwrap();
+            for index in range {
+                p.insert(index, now);
+            }
         }
         n += batch.len() as u64;
         next += tick;
