@@ -1,4 +1,6 @@
 //! The SDK against a real omrd: retrieval across epochs, overflow splitting, typed errors.
+//!
+//! Long: one end-to-end SDK suite against a real omrd; each test starts its own server.
 
 use std::time::{Duration, Instant};
 

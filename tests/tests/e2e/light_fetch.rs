@@ -9,6 +9,8 @@
 //! the open epoch's snapshot serves every payload byte-exact over HTTP and gRPC, in rounds of
 //! one size, and follows the board as it grows; a round against a snapshot no longer kept is
 //! refused.
+//!
+//! Long: the payload fetch end to end, closed and open snapshots, with their shared round helpers.
 
 use omr_light::fetch::layout::{assign, Geometry};
 use omr_light::fetch::wire::answers_from_bytes;

@@ -1,5 +1,7 @@
 //! `omr send` (a sender posts to a clue key) and `omr digest` (a recipient retrieves; with
 //! `--follow` it stays and prints each new message as the server detects it).
+//!
+//! Long: send and digest share their key-directory, output and follow handling; splitting them would scatter one command family.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
