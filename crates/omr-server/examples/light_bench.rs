@@ -17,31 +17,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use omr_light::{Address, SecretKey, OMR_LIGHT_V1};
+use omr_test_support::measure::{cpu_model, cpu_secs, percentile, status_bytes};
 use omr_test_support::{light_message, LightRecipient, Omrd, RawClient};
 use rand::seq::index::sample;
 use rayon::prelude::*;
 use serde_json::{json, Value};
-
-/// omrd's CPU seconds so far (user + system), from /proc.
-fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("omrd's stat");
-    let after = &stat[stat.rfind(')').expect("comm") + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    ticks / 100.0
-}
-
-/// A field of /proc/pid/status in bytes (VmRSS, VmHWM).
-fn status_bytes(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("omrd's status");
-    let line = s.lines().find(|l| l.starts_with(field)).expect("field");
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<u64>()
-        .unwrap()
-        * 1024
-}
 
 fn du(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
@@ -54,21 +34,6 @@ fn du(path: &Path) -> u64 {
     } else {
         meta.len()
     }
-}
-
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("model name"))?;
-            Some(l.split(':').nth(1)?.trim().to_string())
-        })
-        .unwrap_or_default()
 }
 
 async fn metric(api: &RawClient, name: &str) -> f64 {
@@ -372,8 +337,8 @@ async fn main() -> anyhow::Result<()> {
                 "snapshot_build_cpu_s_once_per_epoch": snapshot_phase.0,
                 "snapshot_build_wall_s": snapshot_phase.1,
             },
-            "freshness_s": { "p50": pct(&mut lat, 0.5), "p95": pct(&mut lat, 0.95),
-                             "max": pct(&mut lat, 1.0), "samples": fresh },
+            "freshness_s": { "p50": percentile(&mut lat, 0.5), "p95": percentile(&mut lat, 0.95),
+                             "max": percentile(&mut lat, 1.0), "samples": fresh },
             // Every key online, the open batch half full: one new message at a time.
             "online": {
                 "keys": keys, "keys_online": online_keys,

@@ -22,33 +22,9 @@ use std::time::{Duration, Instant};
 
 use omr_client::{Client, DigestState, Keys, Registration, StartAt};
 use omr_light::OMR_LIGHT_V1;
+use omr_test_support::measure::{cpu_model, cpu_secs, percentile};
 use omr_test_support::Omrd;
 use serde_json::json;
-
-fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("omrd's stat");
-    let after = &stat[stat.rfind(')').expect("comm") + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
-}
-
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("model name"))?;
-            Some(l.split(':').nth(1)?.trim().to_string())
-        })
-        .unwrap_or_default()
-}
 
 /// When each message was acknowledged, by board index.
 type Posted = Arc<Mutex<std::collections::HashMap<u64, Instant>>>;
@@ -180,8 +156,8 @@ async fn main() -> anyhow::Result<()> {
             "rate_per_s": rate,
             "messages": n,
             "payloads_received": latencies.len(),
-            "latency_p50_s": pct(&mut latencies, 0.5),
-            "latency_p95_s": pct(&mut latencies, 0.95),
+            "latency_p50_s": percentile(&mut latencies, 0.5),
+            "latency_p95_s": percentile(&mut latencies, 0.95),
             "omrd_cpu_s": cpu,
             "omrd_cpu_posting_alone_s": base_cpu,
             "cpu_ms_per_message_online_key": extra_cpu * 1e3 / (n as f64 * online as f64),
@@ -219,8 +195,8 @@ async fn main() -> anyhow::Result<()> {
         "quiet_board": {
             "gap_s": quiet_gap,
             "payloads": quiet.len(),
-            "latency_p50_s": pct(&mut quiet, 0.5),
-            "latency_p95_s": pct(&mut quiet, 0.95),
+            "latency_p50_s": percentile(&mut quiet, 0.5),
+            "latency_p95_s": percentile(&mut quiet, 0.95),
         },
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

@@ -11,11 +11,7 @@ use base64::Engine;
 use omr_proto::v1::detector_client::DetectorClient;
 use omr_proto::v1::registration_header::Start;
 use omr_server::{Application, Config};
-
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
+use omr_test_support::measure::percentile;
 
 async fn covered(client: &reqwest::Client, url: &str, token: &str) -> u64 {
     let r = client.get(url).bearer_auth(token).send().await.unwrap();
@@ -124,7 +120,10 @@ async fn main() -> anyhow::Result<()> {
                 .and_then(|v| v.parse::<u64>().ok())
         })
         .unwrap_or(0);
-    let (p50, p95) = (pct(&mut lat.clone(), 0.5), pct(&mut lat, 0.95));
+    let (p50, p95) = (
+        percentile(&mut lat.clone(), 0.5),
+        percentile(&mut lat, 0.95),
+    );
     println!(
         "{}",
         serde_json::json!({

@@ -32,6 +32,7 @@ mod backends;
 mod faults;
 mod keys;
 mod light;
+pub mod measure;
 mod omrd;
 mod raw;
 mod seed;
