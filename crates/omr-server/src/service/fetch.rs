@@ -58,12 +58,15 @@ impl Snapshot {
     }
 }
 
+/// Closed snapshots kept: the newest and the one before it.
+const CLOSED_KEPT: usize = 2;
+
 /// Open-epoch snapshots kept: the newest and the two before it (a round takes a second or two
 /// and may queue behind others while the snapshot is rebuilt).
 const OPEN_KEPT: usize = 3;
 
-/// The snapshots of this process (closed: the newest and the one before; open: the last
-/// [`OPEN_KEPT`]) and the permits.
+/// The snapshots of this process (the last [`CLOSED_KEPT`] closed, the last [`OPEN_KEPT`] open)
+/// and the permits.
 #[derive(Debug)]
 pub struct Snapshots {
     kept: Mutex<Vec<Arc<Snapshot>>>,
@@ -131,11 +134,16 @@ pub async fn current(svc: &Service) -> Result<Arc<Snapshot>, ServiceError> {
         return Ok(s);
     }
     let snapshot = build(svc, range, "closed").await?;
-    let mut kept = svc.fetch.kept.lock().expect("snapshots");
-    kept.push(snapshot.clone());
-    let drop = kept.len().saturating_sub(2);
-    kept.drain(..drop);
+    keep(&svc.fetch.kept, &snapshot, CLOSED_KEPT);
     Ok(snapshot)
+}
+
+/// Add `snapshot` to `list`, keeping the newest `most`.
+fn keep(list: &Mutex<Vec<Arc<Snapshot>>>, snapshot: &Arc<Snapshot>, most: usize) {
+    let mut list = list.lock().expect("snapshots");
+    list.push(snapshot.clone());
+    let drop = list.len().saturating_sub(most);
+    list.drain(..drop);
 }
 
 /// The snapshot of the board messages `range`, transformed within `light_fetch_prepared_mb`.
@@ -225,22 +233,20 @@ pub async fn open(svc: &Service, min_end: Option<u64>) -> Result<Arc<Snapshot>, 
     // messages up to the head now (records never change once committed).
     let end = svc.board_head().await?.min(start + svc.epochs.size());
     let snapshot = build(svc, (start, end), "open").await?;
-    let mut open = svc.fetch.open.lock().expect("snapshots");
-    open.retain(|s| s.range().0 == start);
-    open.push(snapshot.clone());
-    let drop = open.len().saturating_sub(OPEN_KEPT);
-    open.drain(..drop);
+    // An earlier epoch's snapshots: that epoch is the closed snapshot's now.
+    (svc.fetch.open.lock().expect("snapshots")).retain(|s| s.range().0 == start);
+    keep(&svc.fetch.open, &snapshot, OPEN_KEPT);
     Ok(snapshot)
 }
 
-fn find(svc: &Service, range: (u64, u64)) -> Option<Arc<Snapshot>> {
-    let kept = svc.fetch.kept.lock().expect("snapshots");
-    kept.iter().find(|s| s.range() == range).cloned()
+/// The snapshot of `range` among `list`'s.
+fn find_in(list: &Mutex<Vec<Arc<Snapshot>>>, range: (u64, u64)) -> Option<Arc<Snapshot>> {
+    let list = list.lock().expect("snapshots");
+    list.iter().find(|s| s.range() == range).cloned()
 }
 
-fn find_open(svc: &Service, range: (u64, u64)) -> Option<Arc<Snapshot>> {
-    let open = svc.fetch.open.lock().expect("snapshots");
-    open.iter().rev().find(|s| s.range() == range).cloned()
+fn find(svc: &Service, range: (u64, u64)) -> Option<Arc<Snapshot>> {
+    find_in(&svc.fetch.kept, range)
 }
 
 /// Store `bytes` as the fetch key of `key_id` (whose token `authorization` must carry), once it
@@ -303,7 +309,8 @@ pub async fn answer(
     let malformed = |why: String| ServiceError::new(ErrorCode::MalformedPirQuery, why);
     let (query, _) = FetchQuery::from_bytes(query, max_query_bytes())
         .map_err(|e| malformed(format!("the fetch query does not decode: {e}")))?;
-    let snapshot = match find(svc, query.range).or_else(|| find_open(svc, query.range)) {
+    let kept = find(svc, query.range).or_else(|| find_in(&svc.fetch.open, query.range));
+    let snapshot = match kept {
         Some(s) => s,
         // Not an epoch boundary: a round against an open-epoch snapshot no longer kept.
         None if !svc.epochs.is_boundary(query.range.1) => {
