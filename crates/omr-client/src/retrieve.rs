@@ -168,10 +168,7 @@ impl Client {
             };
             let advanced = end > state.next_from;
             state.next_from = state.next_from.max(end);
-            // The next digest starts at the epoch boundary at or below `next_from` (or at the
-            // key's start): indices below it cannot recur.
-            let floor = (state.next_from / epoch * epoch).max(reg.start_index);
-            state.seen = state.seen.split_off(&floor);
+            forget_past(state, reg, epoch);
             out.to = state.next_from;
             if more.is_none() || !advanced {
                 break;
@@ -179,22 +176,15 @@ impl Client {
         }
         if let (Secret::Light(secret), Some(p)) = (secret, &light) {
             let digested = (digest_from, state.next_from);
-            if tail > 0 {
-                // What the digests did not reach (not detected yet, or none was asked for).
-                let head = match skip_digests {
-                    true => out.board_head,
-                    false => self.params().await?.board_head,
-                };
-                out.board_head = out.board_head.max(head);
-                if near(head, state.next_from) {
-                    let read = (self.read_tail(secret, state, head, &mut out.messages)).await?;
-                    out.tail = Some(read);
-                    let epoch = out.epoch_length;
-                    let floor = (state.next_from / epoch * epoch).max(reg.start_index);
-                    state.seen = state.seen.split_off(&floor);
-                    out.to = state.next_from;
-                    out.lag = out.board_head.saturating_sub(out.to);
-                }
+            // What the digests did not reach (not detected yet, or none was asked for), up to
+            // the newest head the server gave (its params, or a digest's answer).
+            let head = out.board_head;
+            if near(head, state.next_from) {
+                let read = (self.read_tail(secret, state, head, &mut out.messages)).await?;
+                out.tail = Some(read);
+                forget_past(state, reg, out.epoch_length);
+                out.to = state.next_from;
+                out.lag = head.saturating_sub(out.to);
             }
             let (head, epoch) = (out.board_head, out.epoch_length);
             let fetched = if p.max_attachment_bytes == 0 {
@@ -255,6 +245,13 @@ impl Client {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Drop from `state.seen` the indices no later call can meet again: the next digest starts at
+/// the epoch boundary at or below `next_from` (or at the key's start).
+fn forget_past(state: &mut DigestState, reg: &Registration, epoch: u64) {
+    let floor = (state.next_from / epoch * epoch).max(reg.start_index);
+    state.seen = state.seen.split_off(&floor);
 }
 
 /// An epoch boundary strictly inside `(start, end)`, as close to the middle as boundaries
