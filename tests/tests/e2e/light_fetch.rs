@@ -17,12 +17,14 @@ use omr_light::fetch::wire::answers_from_bytes;
 use omr_light::fetch::{FetchKey, BUCKETS, BUCKETS_PER_ANSWER};
 use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_pir::attachment::unframe_message;
+use omr_proto::v1::detector_client::DetectorClient;
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{FetchRequest, GetFetchRangeRequest, PutFetchKeyRequest};
-use omr_test_support::TestServer;
 use omr_test_support::{light_message, test_each_backend, with_token, RawClient, TestDb};
+use omr_test_support::{LightRecipient, TestServer};
 use reqwest::StatusCode;
 use serde_json::Value;
+use tonic::transport::Channel;
 
 test_each_backend!(
     payloads_come_back_by_the_batch_fetch,
@@ -85,7 +87,7 @@ async fn range_at(api: &RawClient, path: &str) -> Value {
 }
 
 /// One round for `wanted` of `secret`'s key against the closed epochs' snapshot: the payloads
-/// by index, and the query's size.
+/// by index, in order, and the query's size.
 async fn round(
     api: &RawClient,
     secret: &SecretKey,
@@ -107,38 +109,72 @@ async fn round_at(
 ) -> (Vec<(u64, Vec<u8>)>, usize) {
     let r = range_at(api, range_path).await;
     let (start, end) = (r["start"].as_u64().unwrap(), r["end"].as_u64().unwrap());
-    let geometry = Geometry::new(start..end, BUCKETS);
-    assert_eq!(r["rows"].as_u64(), Some(geometry.rows as u64));
-    let (placed, left) = assign(wanted, BUCKETS);
-    assert!(left.is_empty());
-    let fetch = secret.fetch_secret();
-    let query = fetch
-        .query(&geometry, &placed, &mut rand::rngs::OsRng)
-        .to_bytes(&OMR_LIGHT_V1);
+    let round = Round::new(secret, start..end, wanted);
+    assert_eq!(r["rows"].as_u64(), Some(round.geometry.rows as u64));
     let path = format!("/v1/keys/{key_id}/fetch");
-    let response = send(
-        api,
-        reqwest::Method::POST,
-        &path,
-        Some(token),
-        query.clone(),
-    )
-    .await;
+    let query = round.query.clone();
+    let response = send(api, reqwest::Method::POST, &path, Some(token), query).await;
     assert_eq!(response.status(), StatusCode::OK);
     let bytes = response.bytes().await.unwrap();
-    let answers = answers_from_bytes(&bytes, BUCKETS.div_ceil(BUCKETS_PER_ANSWER)).unwrap();
-    let got = (fetch.decode(&placed, &answers).into_iter())
-        .map(|(i, record)| {
-            (
-                i,
-                unframe_message(&record)
-                    .expect("a framed payload")
-                    .0
-                    .to_vec(),
-            )
-        })
-        .collect();
-    (got, query.len())
+    (round.decode(&bytes), round.query.len())
+}
+
+/// One round's query for `wanted` against the snapshot of `range`, and what decodes its
+/// answers.
+struct Round {
+    geometry: Geometry,
+    fetch: omr_light::fetch::FetchSecret,
+    placed: Vec<(usize, u64)>,
+    query: Vec<u8>,
+}
+
+impl Round {
+    fn new(secret: &SecretKey, range: std::ops::Range<u64>, wanted: &[u64]) -> Round {
+        let geometry = Geometry::new(range, BUCKETS);
+        let (placed, left) = assign(wanted, BUCKETS);
+        assert!(left.is_empty());
+        let fetch = secret.fetch_secret();
+        let query = fetch
+            .query(&geometry, &placed, &mut rand::rngs::OsRng)
+            .to_bytes(&OMR_LIGHT_V1);
+        Round {
+            geometry,
+            fetch,
+            placed,
+            query,
+        }
+    }
+
+    /// The payloads the answers hold, by index, in order.
+    fn decode(&self, answers: &[u8]) -> Vec<(u64, Vec<u8>)> {
+        let answers = answers_from_bytes(answers, BUCKETS.div_ceil(BUCKETS_PER_ANSWER)).unwrap();
+        let mut got: Vec<(u64, Vec<u8>)> = (self.fetch.decode(&self.placed, &answers))
+            .into_iter()
+            .map(|(i, record)| {
+                let payload = unframe_message(&record).expect("a framed payload").0;
+                (i, payload.to_vec())
+            })
+            .collect();
+        got.sort();
+        got
+    }
+
+    /// The round made over gRPC (`Fetch`) by `r`: the payloads it fetched.
+    async fn over_grpc(
+        &self,
+        detector: &mut DetectorClient<Channel>,
+        r: &LightRecipient,
+    ) -> Vec<(u64, Vec<u8>)> {
+        let request = FetchRequest {
+            key_id: r.key_id.clone(),
+            query: self.query.clone(),
+        };
+        let answers = (detector.fetch(with_token(request, &r.token)).await)
+            .unwrap()
+            .into_inner()
+            .answers;
+        self.decode(&answers)
+    }
 }
 
 async fn put_fetch_key(api: &RawClient, secret: &SecretKey, key_id: &str, token: &str) {
@@ -191,8 +227,6 @@ async fn payloads_come_back_by_the_batch_fetch(db: &TestDb) {
         let (fetched, size) = round(&api, &r.secret, &r.key_id, &r.token, &closed).await;
         sizes.push(size);
         let expected: Vec<(u64, Vec<u8>)> = closed.iter().map(|&i| (i, payload(i))).collect();
-        let mut fetched = fetched;
-        fetched.sort();
         assert_eq!(fetched, expected, "recipient {n}");
     }
     // gRPC: the same snapshot, and a round whose answers decode to the same payloads.
@@ -206,26 +240,9 @@ async fn payloads_come_back_by_the_batch_fetch(db: &TestDb) {
         (grpc_range.start, grpc_range.end, grpc_range.buckets),
         (0, d, 75)
     );
-    let r0 = &rs[0];
-    let geometry = Geometry::new(0..d, BUCKETS);
-    let (placed, _) = assign(&[0, 4095], BUCKETS);
-    let fetch = r0.secret.fetch_secret();
-    let query = fetch
-        .query(&geometry, &placed, &mut rand::rngs::OsRng)
-        .to_bytes(&OMR_LIGHT_V1);
-    let request = FetchRequest {
-        key_id: r0.key_id.clone(),
-        query,
-    };
-    let answers = (detector.fetch(with_token(request, &r0.token)).await)
-        .unwrap()
-        .into_inner()
-        .answers;
-    let answers = answers_from_bytes(&answers, BUCKETS.div_ceil(BUCKETS_PER_ANSWER)).unwrap();
-    let mut got: Vec<(u64, Vec<u8>)> = (fetch.decode(&placed, &answers).into_iter())
-        .map(|(i, record)| (i, unframe_message(&record).unwrap().0.to_vec()))
-        .collect();
-    got.sort();
+    let got = Round::new(&rs[0].secret, 0..d, &[0, 4095])
+        .over_grpc(&mut detector, &rs[0])
+        .await;
     assert_eq!(got, vec![(0, payload(0)), (4095, payload(4095))]);
     // A round with nothing wanted looks the same.
     let (none, size) = round(&api, &rs[0].secret, &rs[0].key_id, &rs[0].token, &[]).await;
@@ -396,7 +413,7 @@ async fn open_epoch_payloads_come_back_on_a_quiet_board(db: &TestDb) {
     for (n, r) in rs.iter().enumerate() {
         put_fetch_key(&api, &r.secret, &r.key_id, &r.token).await;
         let want: Vec<u64> = (0..10).filter(|&i| to(i) == Some(n)).collect();
-        let (mut got, size) = round_at(
+        let (got, size) = round_at(
             &api,
             "/v1/fetch/open",
             &r.secret,
@@ -405,7 +422,6 @@ async fn open_epoch_payloads_come_back_on_a_quiet_board(db: &TestDb) {
             &want,
         )
         .await;
-        got.sort();
         let expected: Vec<(u64, Vec<u8>)> = want.iter().map(|&i| (i, payload(i))).collect();
         assert_eq!(got, expected, "recipient {n}");
         sizes.push(size);
@@ -424,28 +440,8 @@ async fn open_epoch_payloads_come_back_on_a_quiet_board(db: &TestDb) {
         .into_inner();
     assert_eq!((g.start, g.end, g.buckets), (0, 10, 75));
     let r1 = &rs[1];
-    let (placed, _) = assign(&[3, 5], BUCKETS);
-    let fetch = r1.secret.fetch_secret();
-    let query = fetch
-        .query(
-            &Geometry::new(0..10, BUCKETS),
-            &placed,
-            &mut rand::rngs::OsRng,
-        )
-        .to_bytes(&OMR_LIGHT_V1);
-    let request = FetchRequest {
-        key_id: r1.key_id.clone(),
-        query: query.clone(),
-    };
-    let answers = (detector.fetch(with_token(request, &r1.token)).await)
-        .unwrap()
-        .into_inner()
-        .answers;
-    let answers = answers_from_bytes(&answers, BUCKETS.div_ceil(BUCKETS_PER_ANSWER)).unwrap();
-    let mut got: Vec<(u64, Vec<u8>)> = (fetch.decode(&placed, &answers).into_iter())
-        .map(|(i, record)| (i, unframe_message(&record).unwrap().0.to_vec()))
-        .collect();
-    got.sort();
+    let round = Round::new(&r1.secret, 0..10, &[3, 5]);
+    let got = round.over_grpc(&mut detector, r1).await;
     assert_eq!(got, vec![(3, payload(3)), (5, payload(5))]);
 
     // The board grows: the next request for the head waits for a rebuild that holds it.
@@ -479,7 +475,14 @@ async fn open_epoch_payloads_come_back_on_a_quiet_board(db: &TestDb) {
         assert_eq!(r["end"].as_u64(), Some(i + 1));
     }
     let path = format!("/v1/keys/{}/fetch", r1.key_id);
-    let stale = send(&api, reqwest::Method::POST, &path, Some(&r1.token), query).await;
+    let stale = send(
+        &api,
+        reqwest::Method::POST,
+        &path,
+        Some(&r1.token),
+        round.query,
+    )
+    .await;
     refused(stale, StatusCode::NOT_FOUND, "unknown_epoch").await;
     s.stop().await;
 }
