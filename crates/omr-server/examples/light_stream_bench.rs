@@ -8,8 +8,8 @@
 //!   posting alone (measured first, with nobody polling), over messages × recipients;
 //! - bytes a recipient downloads per new board message.
 //!
-//! Then a quiet board: single messages posted `quiet_gap` seconds apart (latency only). Prints
-//! JSON.
+//! Then a quiet board: single messages posted `quiet_gap` seconds apart, plus a random part of a
+//! second so that posts and polls do not run in step (latency only). Prints JSON.
 //!
 //! cargo build --release -p omr-server --bin omrd
 //! cargo run --release -p omr-server --example light_stream_bench -- \
@@ -181,9 +181,12 @@ async fn main() -> anyhow::Result<()> {
     ));
     tokio::time::sleep(Duration::from_secs(2)).await;
     for _ in 0..5 {
+        // At a random point of the poller's second, so that the two do not run in step.
+        let phase = rand::random::<f64>();
+        tokio::time::sleep(Duration::from_secs_f64(quiet_gap + phase)).await;
         post(&sender, std::slice::from_ref(&k), 1.0, 0.5, &posted).await;
-        tokio::time::sleep(Duration::from_secs_f64(quiet_gap)).await;
     }
+    tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
     let mut quiet = poller.await?;
     let out = json!({
