@@ -95,6 +95,11 @@ impl Client {
     /// payloads come by PIR from each closed epoch, in a fixed number of queries per epoch
     /// (`client/light.rs`); messages of an open epoch are in [`Retrieval::pending`] until a
     /// call after it closes.
+    ///
+    /// `state` changes only when the call succeeds: a retrieval that fails part-way (the server
+    /// went away after the digest, a round was refused) or is cancelled leaves it as it was, so
+    /// the next call finds the same messages again instead of counting them as seen and
+    /// returning them nowhere.
     pub async fn retrieve<'s>(
         &self,
         secret: impl Into<Secret<'s>>,
@@ -102,7 +107,20 @@ impl Client {
         state: &mut DigestState,
         progress: Option<Progress>,
     ) -> Result<Retrieval> {
-        let secret = secret.into();
+        let mut work = state.clone();
+        let out = (self.retrieve_into(secret.into(), reg, &mut work, progress)).await?;
+        *state = work;
+        Ok(out)
+    }
+
+    /// [`Client::retrieve`]'s work, advancing `state` as it goes.
+    async fn retrieve_into(
+        &self,
+        secret: Secret<'_>,
+        reg: &Registration,
+        state: &mut DigestState,
+        progress: Option<Progress>,
+    ) -> Result<Retrieval> {
         if state.key_id != reg.key_id {
             *state = DigestState::new(reg);
         }

@@ -429,3 +429,61 @@ async fn light_payloads_of_the_open_epoch_are_readable_at_once() {
         (pir.queries, pir.bytes_up, pir.bytes_down)
     );
 }
+
+/// A retrieval that fails part-way leaves the state as it was. On omr-light-v1 with the client
+/// asking the server, the digest is served and the fetch round then refused (the client address
+/// has spent its rate-limit tokens): the call fails and `state` is unchanged, not advanced past
+/// a digest whose payloads never came back. Once the server allows it, the same state retrieves
+/// the payload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_retrieval_leaves_the_state_as_it_was() {
+    use omr_client::Keys;
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start_configured(&db, |c| {
+        c.param_set = omr_light::OMR_LIGHT_V1.name.into();
+        c.epoch_len = omr_light::OMR_LIGHT_V1.batch as u64;
+        c.poll_interval_ms = 200;
+        c.light_fetch_open_rebuild_ms = 100;
+    })
+    .await;
+    let asking = |s: &TestServer| {
+        let options = ClientOptions {
+            tail_messages: 0,
+            retries: 0,
+            ..ClientOptions::default()
+        };
+        Client::with_options(&s.url(""), &s.grpc_url(), options).unwrap()
+    };
+    let me = Keys::generate("omr-light-v1", 1).unwrap();
+    let client = asking(&server);
+    let reg = (client.register(&me.detection_key, StartAt::Now, None).await).unwrap();
+    let sent = client.send(me.clue_key.clone(), b"paid").await.unwrap();
+    wait_detected(&client, &reg).await;
+
+    // One token: the digest's. The round that follows is refused.
+    let server = server
+        .restart_configured(|c| {
+            c.digest_rate_limit_per_second = 0.001;
+            c.digest_rate_limit_burst = 1;
+        })
+        .await;
+    let mut state = DigestState::new(&reg);
+    let before = state.clone();
+    let err = (asking(&server).retrieve(&me.secret, &reg, &mut state, None))
+        .await
+        .expect_err("the round is over the rate limit");
+    assert!(
+        matches!(&err, Error::Busy { code, .. } if code == "rate_limited"),
+        "{err:?}"
+    );
+    assert_eq!(state, before);
+
+    let server = server
+        .restart_configured(|c| c.digest_rate_limit_per_second = 0.0)
+        .await;
+    let got = (asking(&server).retrieve(&me.secret, &reg, &mut state, None))
+        .await
+        .unwrap();
+    assert_eq!(pairs(&got), vec![(sent, b"paid".to_vec())]);
+    assert_eq!((state.next_from, state.pending_payloads.len()), (1, 0));
+}

@@ -388,10 +388,19 @@ impl Following<'_> {
             if status.as_ref().is_some_and(|s| s.cursor <= past) {
                 continue; // nothing detected within the wait: ask again
             }
-            let got = self
-                .client
+            // A failed retrieval leaves `state` as it was, so a transient one is tried again.
+            let got = match (self.client)
                 .retrieve(self.secret, self.reg, &mut state, None)
-                .await?;
+                .await
+            {
+                Ok(got) => got,
+                Err(e) if e.is_transient() => {
+                    eprintln!("warning: {e}; trying again in {} s", FOLLOW_RETRY.as_secs());
+                    tokio::time::sleep(FOLLOW_RETRY).await;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let letters = open(self.seal, &got);
             write_payloads(self.out, &letters)?;
             let arrived = attachments::arrived(self.seal, &got, &letters, self.out)?;

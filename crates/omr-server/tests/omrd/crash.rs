@@ -6,7 +6,11 @@
 //! PostgreSQL with the helpers here.)
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use omr_client::{Client, ClientOptions, ClueKey, DigestState, Keys, Registration, StartAt};
 
 use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_proto::v1::registration_header::Start;
@@ -78,6 +82,7 @@ pub(crate) async fn assert_exact(
 test_each_backend!(
     sigkill_during_detection_loses_nothing_and_folds_nothing_twice,
     sigkill_during_light_detection_loses_nothing,
+    sigkill_while_light_recipients_are_online_loses_nothing,
 );
 
 async fn sigkill_during_detection_loses_nothing_and_folds_nothing_twice(db: &TestDb) {
@@ -171,6 +176,120 @@ async fn sigkill_during_light_detection_loses_nothing(db: &TestDb) {
         let (start, end, got) = api.light_caught_up(r).await;
         assert_eq!((start, end), (0, n), "key {}", r.key_id);
         assert_eq!(&got, w, "key {}", r.key_id);
+    }
+    o.kill();
+}
+
+/// An SDK client of `o` that asks the server (no tail read: digests and fetch rounds) and does
+/// not retry, so that a call to a killed omrd fails at once.
+fn asking_client(o: &Omrd) -> Client {
+    let api = o.client();
+    let options = ClientOptions {
+        tail_messages: 0,
+        retries: 0,
+        ..ClientOptions::default()
+    };
+    Client::with_options(&api.url(""), api.grpc_url(), options).expect("a client")
+}
+
+/// One recipient online until `stop`: `retrieve` again and again (each call polls the digest,
+/// so the worker keeps refreshing the key's open batch, and fetches from the open epoch's
+/// snapshot, which omrd rebuilds as the board grows). A failed call (omrd killed under it)
+/// leaves `state` as it was. Returns the state and the messages retrieved, in order.
+async fn online(
+    client: Client,
+    keys: Keys,
+    reg: Registration,
+    mut state: DigestState,
+    stop: Arc<AtomicBool>,
+) -> (DigestState, Vec<(u64, Vec<u8>)>) {
+    let mut got = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok(r) = client.retrieve(&keys.secret, &reg, &mut state, None).await {
+            got.extend(r.messages.into_iter().map(|m| (m.index, m.payload)));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (state, got)
+}
+
+async fn sigkill_while_light_recipients_are_online_loses_nothing(db: &TestDb) {
+    let mut rng = seeded_rng(match db.backend() {
+        Backend::Sqlite => "sigkill_while_light_recipients_are_online_loses_nothing_sqlite",
+        Backend::Postgres => "sigkill_while_light_recipients_are_online_loses_nothing_postgres",
+    });
+    let (dir, _tmp) = data_dir(db);
+    let light = ["--param-set", "omr-light-v1"];
+    let env = [("OMR_LIGHT_FETCH_OPEN_REBUILD_MS", "50")];
+    let mut o = start_set(&dir, db, &light, &env);
+    let keys: Vec<Keys> = (0..3)
+        .map(|_| Keys::generate(OMR_LIGHT_V1.name, 1).expect("keys"))
+        .collect();
+    let stranger = Keys::generate(OMR_LIGHT_V1.name, 1).expect("keys");
+    let mut regs = Vec::new();
+    for k in &keys {
+        let reg = asking_client(&o)
+            .register(&k.detection_key, StartAt::Index(0), None)
+            .await;
+        regs.push(reg.expect("registered"));
+    }
+    let mut states: Vec<DigestState> = regs.iter().map(DigestState::new).collect();
+    let mut want: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 3];
+    let mut got: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(); 3];
+    for round in 0..4 {
+        // A few messages (one recipient may get none in a round), then every recipient online
+        // and a kill at a random moment of their refreshes, rounds and the rebuilds.
+        let batch: Vec<(usize, ClueKey, Vec<u8>)> = (0..8)
+            .map(|i| {
+                let to = rng.gen_range(0..4usize);
+                let key = keys.get(to).unwrap_or(&stranger).clue_key.clone();
+                (to, key, format!("round {round} message {i}").into_bytes())
+            })
+            .collect();
+        let posts: Vec<(ClueKey, Vec<u8>)> = (batch.iter())
+            .map(|(_, k, p)| (k.clone(), p.clone()))
+            .collect();
+        let range = (asking_client(&o).send_batch(&posts).await).expect("posted");
+        for (index, (to, _, payload)) in range.zip(batch) {
+            if let Some(w) = want.get_mut(to) {
+                w.push((index, payload));
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks: Vec<_> = (0..3)
+            .map(|i| {
+                let (k, r, s) = (keys[i].clone(), regs[i].clone(), states[i].clone());
+                tokio::spawn(online(asking_client(&o), k, r, s, stop.clone()))
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(300..2500))).await;
+        o.kill();
+        stop.store(true, Ordering::Relaxed);
+        for (i, t) in tasks.into_iter().enumerate() {
+            let (state, messages) = t.await.expect("the recipient's task");
+            states[i] = state;
+            got[i].extend(messages);
+        }
+        o = start_set(&dir, db, &light, &env);
+    }
+    // Online once more until every payload is in: each exactly once, in order.
+    let client = asking_client(&o);
+    for i in 0..3 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while got[i].len() < want[i].len() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "recipient {i}: {:?}",
+                got[i]
+            );
+            let r = client.retrieve(&keys[i].secret, &regs[i], &mut states[i], None);
+            if let Ok(r) = r.await {
+                got[i].extend(r.messages.into_iter().map(|m| (m.index, m.payload)));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(got[i], want[i], "recipient {i}");
+        assert!(states[i].pending_payloads.is_empty(), "recipient {i}");
     }
     o.kill();
 }
