@@ -15,6 +15,7 @@ use crate::keys::{scatter, to_blocks, ExpandedKey, LANES};
 use crate::params::LightParams;
 use crate::ring::{lift, reduce128, sub, switch, Ntt};
 use crate::sample::crs_row;
+use rayon::prelude::*;
 
 /// The shared work of one batch.
 pub struct Batch {
@@ -87,20 +88,54 @@ impl Batch {
         // buffer needs no clearing.
         plaintexts.resize(rows * d, 0);
         let mut tile = vec![0u64; TILE * d];
+        // Spread over the rayon pool this runs in, so that one batch fills the worker's pool:
+        // the clues split into one range per thread (each thread gathers its clues' columns of
+        // the tile), then the rows' NTTs, then the scatter block by block. A pool of one takes
+        // the rows in order instead, transformed and scattered one at a time: the parallel form
+        // cost it 10–25 % (`omr bench`, one thread, on the 2-vCPU EPYC of docs/light/STUDY.md).
+        let threads = rayon::current_num_threads();
+        let per_thread = clues.len().div_ceil(threads).max(1);
         for j0 in (0..n).step_by(TILE) {
             let height = TILE.min(n - j0);
             tile.fill(0);
-            for (i, clue) in clues.iter().enumerate() {
-                for r in 0..height {
-                    let j = j0 + r;
-                    let sign = if j == 0 { 1 } else { -1 };
-                    tile[r * d + i] = lift(sign * clue.a_coeff((n - j) % n));
+            let mut columns: Vec<Vec<&mut [u64]>> = Vec::new();
+            for row in tile.chunks_exact_mut(d).take(height) {
+                for (t, part) in row[..clues.len()].chunks_mut(per_thread).enumerate() {
+                    match columns.get_mut(t) {
+                        Some(c) => c.push(part),
+                        None => columns.push(vec![part]),
+                    }
                 }
             }
-            for r in 0..height {
-                let row = &mut tile[r * d..][..d];
-                ntt.fwd(row);
-                scatter(&mut plaintexts, rows, j0 + r + ell - 1, row);
+            columns
+                .into_par_iter()
+                .enumerate()
+                .for_each(|(t, mut parts)| {
+                    let first = t * per_thread;
+                    for (x, clue) in clues[first..].iter().take(per_thread).enumerate() {
+                        for (r, part) in parts.iter_mut().enumerate() {
+                            let j = j0 + r;
+                            let sign = if j == 0 { 1 } else { -1 };
+                            part[x] = lift(sign * clue.a_coeff((n - j) % n));
+                        }
+                    }
+                });
+            let tile_rows = &mut tile[..height * d];
+            if threads > 1 {
+                tile_rows.par_chunks_mut(d).for_each(|row| ntt.fwd(row));
+                let tile_rows = &tile[..height * d];
+                let blocks = plaintexts.par_chunks_exact_mut(rows * LANES);
+                blocks.enumerate().for_each(|(b, block)| {
+                    for (r, row) in tile_rows.chunks_exact(d).enumerate() {
+                        let m = j0 + r + ell - 1;
+                        block[m * LANES..][..LANES].copy_from_slice(&row[b * LANES..][..LANES]);
+                    }
+                });
+            } else {
+                for (r, row) in tile_rows.chunks_exact_mut(d).enumerate() {
+                    ntt.fwd(row);
+                    scatter(&mut plaintexts, rows, j0 + r + ell - 1, row);
+                }
             }
         }
         for m in 0..ell - 1 {
@@ -190,43 +225,54 @@ impl Batch {
 /// Σ_j P_{k,j}·rows_j for every k, in coefficients (ℓ rows of D), for each of `sets` (n rows in
 /// the kernel's layout: a key, or the common reference string). Block by block, so that a block
 /// of the shared plaintexts is read from memory once for all the sets (it stays in L2 while
-/// their blocks stream).
+/// their blocks stream). The blocks are independent, so they are spread over the threads of the
+/// rayon pool this runs in (one thread outside a pool of several), and so are the inverse NTTs:
+/// one key's pass fills the pool.
 fn products(p: &LightParams, plaintexts: &[u64], sets: &[&[u64]]) -> Vec<Vec<u64>> {
     let (d, ell) = (p.batch, p.ell);
     let rows = p.n + ell - 1;
-    let mut sums = vec![vec![0u64; ell * d]; sets.len()];
-    for b in 0..d / LANES {
+    // Block-major first (each block's outputs contiguous, so the threads write apart), then
+    // into each set's ℓ rows of D.
+    let per_block = sets.len() * ell * LANES;
+    let mut by_block = vec![0u64; d / LANES * per_block];
+    let pass = |(b, out): (usize, &mut [u64])| {
         let plain = &plaintexts[b * rows * LANES..][..rows * LANES];
-        for (set, out) in sets.iter().zip(sums.iter_mut()) {
+        for (set, out) in sets.iter().zip(out.chunks_exact_mut(ell * LANES)) {
             let block = &set[b * p.n * LANES..][..p.n * LANES];
-            kernel(plain, block, p.n, ell, b, d, out);
+            kernel(plain, block, p.n, ell, out);
+        }
+    };
+    // A pool of one runs the blocks in order: rayon's split of 128 blocks cost it ≈ 10 %.
+    if rayon::current_num_threads() > 1 {
+        (by_block.par_chunks_mut(per_block).enumerate()).for_each(pass);
+    } else {
+        by_block.chunks_mut(per_block).enumerate().for_each(pass);
+    }
+    let mut sums = vec![vec![0u64; ell * d]; sets.len()];
+    for (b, out) in by_block.chunks_exact(per_block).enumerate() {
+        for (s, lanes) in sums.iter_mut().zip(out.chunks_exact(ell * LANES)) {
+            for (k, lanes) in lanes.chunks_exact(LANES).enumerate() {
+                s[k * d + b * LANES..][..LANES].copy_from_slice(lanes);
+            }
         }
     }
     let ntt = Ntt::of(d);
-    for s in &mut sums {
-        for c in s.chunks_exact_mut(d) {
-            ntt.inv(c);
-        }
-    }
+    let mut rows_out: Vec<&mut [u64]> = sums
+        .iter_mut()
+        .flat_map(|s| s.chunks_exact_mut(d))
+        .collect();
+    rows_out.par_iter_mut().for_each(|c| ntt.inv(c));
     sums
 }
 
-/// The products of one block: out[k·D + b·W + w] = Σ_j E[j+ℓ−1−k][w] · key[j][w] mod Q.
+/// The products of one block: out[k·W + w] = Σ_j E[j+ℓ−1−k][w] · key[j][w] mod Q.
 ///
 /// Sixteen j at a time over all W lanes: the 2·W sums are `u128` (16 products of residues
 /// below 2^62 and a reduced sum stay below 2^128), reduced once per sixteen.
-fn kernel(
-    plain: &[u64],
-    key: &[u64],
-    n: usize,
-    ell: usize,
-    block: usize,
-    d: usize,
-    out: &mut [u64],
-) {
+fn kernel(plain: &[u64], key: &[u64], n: usize, ell: usize, out: &mut [u64]) {
     assert_eq!(ell, 2, "the kernel is written for ℓ = 2");
     assert_eq!(n % STEP, 0);
-    let (out0, out1) = out.split_at_mut(d);
+    let (out0, out1) = out.split_at_mut(LANES);
     let mut acc0 = [0u128; LANES];
     let mut acc1 = [0u128; LANES];
     for j0 in (0..n).step_by(STEP) {
@@ -245,8 +291,8 @@ fn kernel(
         }
     }
     for w in 0..LANES {
-        out0[block * LANES + w] = acc0[w] as u64;
-        out1[block * LANES + w] = acc1[w] as u64;
+        out0[w] = acc0[w] as u64;
+        out1[w] = acc1[w] as u64;
     }
 }
 

@@ -263,3 +263,32 @@ fn every_encoding_round_trips_and_the_other_scheme_refuses_it() {
         "{refused}"
     );
 }
+
+/// The shared work and a key's pass spread over the threads of a rayon pool give, word for
+/// word, what one thread gives (the two take different paths: a pool of one runs the rows and
+/// the blocks in order), for a full batch and for a partial one whose length does not divide
+/// among the threads.
+#[test]
+fn one_thread_and_several_give_the_same_batch_and_digests() {
+    let (me, other) = (key(41), key(42));
+    let expanded = ExpandedKey::from_bytes(&me.detection_key().to_bytes()).expect("key decodes");
+    let mut rng = ChaCha20Rng::seed_from_u64(41);
+    for count in [P.batch, 1001] {
+        let (mine, others) = (me.address(), other.address());
+        let clues = clues_to(&mine, &others, count, |i| i % 97 == 0, &mut rng);
+        let refs: Vec<_> = clues.iter().collect();
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("a pool");
+            pool.install(|| {
+                let batch = Batch::prepare(P, &refs);
+                (batch.shared().clone(), batch.detect(&expanded))
+            })
+        };
+        let one = on(1);
+        assert!(one == on(3), "{count} messages: 3 threads differ from 1");
+        assert!(one == on(2), "{count} messages: 2 threads differ from 1");
+    }
+}

@@ -6,7 +6,11 @@
 //! - payload latency, from the post's 201 to the payload in the recipient's hands (p50, p95);
 //! - omrd's CPU per (new message, online key): the node's CPU over the run minus the same run's
 //!   posting alone (measured first, with nobody polling), over messages × recipients;
-//! - bytes a recipient downloads per new board message.
+//! - bytes a recipient downloads per new board message;
+//! - omrd's cores busy and resident memory while they are online (and per online key, against
+//!   the same process idle after the registrations).
+//!
+//! The registrations (four uploads at a time) are timed first.
 //!
 //! Then a quiet board: single messages posted `quiet_gap` seconds apart, plus a random part of a
 //! second so that posts and polls do not run in step (latency only). Prints JSON.
@@ -22,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use omr_client::{Client, DigestState, Keys, Registration, StartAt};
 use omr_light::OMR_LIGHT_V1;
-use omr_test_support::measure::{cpu_model, cpu_secs, percentile};
+use omr_test_support::measure::{cpu_model, cpu_secs, percentile, status_bytes};
 use omr_test_support::Omrd;
 use serde_json::json;
 
@@ -114,14 +118,27 @@ async fn main() -> anyhow::Result<()> {
     let (pid, api) = (o.pid(), o.client());
     let (http, grpc) = (api.url(""), api.grpc_url().to_string());
     let sender = Client::new(&http, &grpc)?;
+    // Registration, four uploads at a time (each key made on a blocking thread).
+    let (registering, c0) = (Instant::now(), cpu_secs(pid));
     let mut recipients = Vec::new();
-    for _ in 0..online {
-        let keys = Keys::generate(OMR_LIGHT_V1.name, 1)?;
-        let reg = sender
-            .register(&keys.detection_key, StartAt::Now, None)
-            .await?;
-        recipients.push((keys, reg));
+    while recipients.len() < online {
+        let uploads = (recipients.len()..online.min(recipients.len() + 4)).map(|_| async {
+            let make = || Keys::generate(OMR_LIGHT_V1.name, 1);
+            let keys = tokio::task::spawn_blocking(make).await??;
+            let reg = (sender.register(&keys.detection_key, StartAt::Now, None)).await?;
+            anyhow::Ok((keys, reg))
+        });
+        for r in futures::future::join_all(uploads).await {
+            recipients.push(r?);
+        }
     }
+    let registration = json!({
+        "keys": online,
+        "wall_s": registering.elapsed().as_secs_f64(),
+        "omrd_cpu_s": cpu_secs(pid) - c0,
+    });
+    eprintln!("registered: {registration}");
+    let rss_idle = status_bytes(pid, "VmRSS");
     let to: Vec<Keys> = recipients.iter().map(|(k, _)| k.clone()).collect();
     let mut runs = Vec::new();
     for &rate in &rates {
@@ -142,10 +159,12 @@ async fn main() -> anyhow::Result<()> {
             })
             .collect();
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let (c1, b1) = (cpu_secs(pid), bytes.load(Ordering::Relaxed));
+        let (c1, b1, t1) = (cpu_secs(pid), bytes.load(Ordering::Relaxed), Instant::now());
         let n = post(&sender, &to, rate, seconds, &posted).await;
+        let rss_online = status_bytes(pid, "VmRSS");
         tokio::time::sleep(Duration::from_secs(3)).await;
         let (cpu, got_bytes) = (cpu_secs(pid) - c1, bytes.load(Ordering::Relaxed) - b1);
+        let cores_busy = cpu / t1.elapsed().as_secs_f64();
         stop.store(true, Ordering::Relaxed);
         let mut latencies = Vec::new();
         for p in pollers {
@@ -160,6 +179,9 @@ async fn main() -> anyhow::Result<()> {
             "latency_p95_s": percentile(&mut latencies, 0.95),
             "omrd_cpu_s": cpu,
             "omrd_cpu_posting_alone_s": base_cpu,
+            "omrd_cores_busy": cores_busy,
+            "omrd_rss_bytes": rss_online,
+            "rss_bytes_per_online_key": (rss_online as f64 - rss_idle as f64) / online as f64,
             "cpu_ms_per_message_online_key": extra_cpu * 1e3 / (n as f64 * online as f64),
             "bytes_per_online_key_per_message": got_bytes as f64 / (n as f64 * online as f64),
         }));
@@ -193,6 +215,8 @@ async fn main() -> anyhow::Result<()> {
         "cpu": cpu_model(),
         "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "online_keys": online,
+        "registration": registration,
+        "omrd_rss_idle_bytes": rss_idle,
         "seconds_per_rate": seconds,
         "rates": runs,
         "quiet_board": {

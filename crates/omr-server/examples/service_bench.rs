@@ -1,8 +1,11 @@
-//! Measure the service around detection, in one process on the embedded store and omr-v1:
-//! freshness (time from `201` to "the digest covers it", one message per second) and throughput
-//! (a backlog detected for one key), plus the expanded key's memory. Prints JSON.
+//! Measure the service around detection, in one process on the embedded store and a TFHE
+//! parameter set (omr-v1 unless named): freshness (time from `201` to "the digest covers it",
+//! one message per second) and throughput (a backlog detected for one key), plus the expanded
+//! key's memory. Every message has a clue of its own (the board refuses a replayed one). Prints
+//! JSON. CI runs it at a tiny size on `insecure-test` (tests/omrd/examples.rs).
 //!
-//! cargo run --release -p omr-server --example service_bench -- [fresh_messages] [backlog]
+//! cargo run --release -p omr-server --example service_bench -- [fresh_messages] [backlog] \
+//!     [param_set]
 
 use std::time::{Duration, Instant};
 
@@ -27,12 +30,15 @@ async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let fresh: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(20);
     let backlog: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(48);
+    let params = omr_core::ParamSet::by_name(&args.next().unwrap_or_else(|| "omr-v1".into()))?;
     let dir = tempfile::tempdir()?;
     let config = Config {
         http_addr: "127.0.0.1:0".parse()?,
         grpc_addr: "127.0.0.1:0".parse()?,
         data_dir: dir.path().to_path_buf(),
         poll_interval_ms: 1000,
+        param_set: params.name.into(),
+        allow_insecure_params: params.insecure,
         ..Config::default()
     }
     .without_rate_limits();
@@ -44,10 +50,11 @@ async fn main() -> anyhow::Result<()> {
         let _ = stopped.await;
     }));
 
-    let params = &omr_core::OMR_V1;
-    let keys = omr_core::keygen(params, 50)?;
+    let kbar = params.max_kbar.min(50);
+    let keys = omr_core::keygen(params, kbar)?;
     let key = keys.detection_key.to_bytes();
-    let msgs = omr_proto::registration_requests(params.name, 50, Start::FromNow(true), &key);
+    let msgs =
+        omr_proto::registration_requests(params.name, kbar as u32, Start::FromNow(true), &key);
     let mut g = DetectorClient::connect(format!("http://{grpc}"))
         .await?
         .max_encoding_message_size(8 << 20);
@@ -57,14 +64,17 @@ async fn main() -> anyhow::Result<()> {
         .into_inner();
     let client = reqwest::Client::new();
     let digest_url = format!("http://{http}/v1/digests/{}", reg.key_id);
-    let body = serde_json::json!({
-        "clue": B64.encode(keys.clue_key.make_clue().to_bytes()),
-        "payload": B64.encode(vec![7u8; params.payload_bytes]),
-    });
+    // A message with a fresh clue: the board refuses a clue it already holds.
+    let message = || {
+        serde_json::json!({
+            "clue": B64.encode(keys.clue_key.make_clue().to_bytes()),
+            "payload": B64.encode(vec![7u8; params.payload_bytes]),
+        })
+    };
     let post = || async {
         let r = client
             .post(format!("http://{http}/v1/messages"))
-            .json(&body)
+            .json(&message())
             .send()
             .await
             .unwrap();
@@ -96,15 +106,16 @@ async fn main() -> anyhow::Result<()> {
     // Throughput: a backlog for one key.
     let mut batch = Vec::new();
     for _ in 0..backlog {
-        batch.push(body.clone());
+        batch.push(message());
     }
     let r = client
         .post(format!("http://{http}/v1/messages/batch"))
         .json(&serde_json::json!({"messages": batch}))
         .send()
-        .await?
-        .json::<serde_json::Value>()
         .await?;
+    let status = r.status();
+    let r = r.json::<serde_json::Value>().await?;
+    anyhow::ensure!(status.is_success(), "the backlog was refused: {status} {r}");
     let end = r["first_index"].as_u64().unwrap() + backlog as u64;
     let t = Instant::now();
     while covered(&client, &digest_url, &reg.access_token).await < end {

@@ -54,6 +54,37 @@ fn every_command_has_help_with_examples() {
     }
 }
 
+/// `omr bench-capacity` at a tiny size (three insecure-test keys, two in memory, a second of
+/// posting), so that a change that breaks it fails CI: it runs, every message is detected for
+/// every key, and the report has the figures it promises.
+#[test]
+fn bench_capacity_runs_at_a_tiny_size() {
+    let r = omr_json(&[
+        "bench-capacity",
+        "--insecure-test-params",
+        "--keys",
+        "3",
+        "--memory-keys",
+        "2",
+        "--interval-ms",
+        "250",
+        "--duration-secs",
+        "1",
+        "--baseline-messages",
+        "2",
+        "--distinct",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(
+        (r["keys"].as_u64(), r["memory_keys"].as_u64()),
+        (Some(3), Some(2))
+    );
+    assert_eq!(r["caught_up"], true, "{r}");
+    assert!(r["board_messages"].as_u64().unwrap() >= 2, "{r}");
+    assert!(r["offline_samples"].as_u64().unwrap() > 0, "{r}");
+}
+
 /// `omr bench --json` prints the fields DESIGN.md names, with plausible values.
 #[test]
 fn bench_prints_the_designed_json() {

@@ -4,6 +4,7 @@
 mod binary;
 mod connections;
 mod crash;
+mod examples;
 mod fleet;
 mod invites;
 mod key_files;

@@ -1,0 +1,110 @@
+//! The benchmarks in `crates/omr-server/examples`, run at a tiny size so that a change that
+//! breaks one fails CI instead of being found by the next person who measures. `cargo test`
+//! builds every example; a run that filtered them out is told how to build them. Each must exit
+//! 0 and print its JSON with its main figures present and consistent. The sizes measure nothing.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
+
+/// The example's executable, next to this test's profile directory (`target/<profile>/examples`):
+/// `<name>` as `cargo build --example` leaves it, else the newest `<name>-<hash>` that
+/// `cargo test` built.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    let dir = (exe.parent().and_then(|deps| deps.parent()))
+        .expect("target/<profile>/deps")
+        .join("examples");
+    let exact = dir.join(name);
+    if exact.is_file() {
+        return exact;
+    }
+    let prefix = format!("{name}-");
+    let built = std::fs::read_dir(&dir).into_iter().flatten().flatten();
+    let newest = built
+        .filter(|e| {
+            let file = e.file_name().to_string_lossy().into_owned();
+            file.starts_with(&prefix) && !file.contains('.')
+        })
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok());
+    match newest {
+        Some(e) => e.path(),
+        None => panic!(
+            "example {name} is not built in {}: `cargo test` builds the examples; after a \
+             filtered run, `cargo build --release -p omr-server --examples`",
+            dir.display()
+        ),
+    }
+}
+
+/// Run example `name` with `args` in a fresh working directory; its JSON output.
+fn run(name: &str, args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().expect("a working directory");
+    let out = Command::new(example(name))
+        .args(args)
+        .current_dir(dir.path())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the example starts");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{name} {args:?} failed:\n{stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        panic!("{name} printed no JSON ({e}):\n{stdout}\n{stderr}")
+    })
+}
+
+fn positive(v: &Value, path: &[&str]) -> f64 {
+    let x = path.iter().fold(v, |v, k| &v[*k]);
+    let x = x
+        .as_f64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number: {v}"));
+    assert!(x > 0.0, "{path:?} = {x}: {v}");
+    x
+}
+
+#[test]
+fn service_bench_runs() {
+    let r = run("service_bench", &["1", "3", "insecure-test"]);
+    assert_eq!(r["param_set"], "insecure-test", "{r}");
+    assert_eq!(r["backlog_messages"], 3, "{r}");
+    positive(&r, &["freshness_p50_ms"]);
+    positive(&r, &["backlog_messages_per_second"]);
+}
+
+#[test]
+fn key_load_bench_runs() {
+    let r = run("key_load_bench", &["1", "insecure-test"]);
+    assert_eq!(r["runs"], 1, "{r}");
+    positive(&r, &["cold_load_ms"]);
+    positive(&r, &["stored_key_bytes"]);
+}
+
+#[test]
+fn light_bench_runs() {
+    // Two keys, one closed epoch, two messages for the syncing recipient, two freshness samples.
+    let r = run("light_bench", &["2", "4096", "2", "2", OMRD]);
+    assert_eq!(r["every_digest_exact"], true, "{r}");
+    assert_eq!(
+        (r["keys"].as_u64(), r["board"].as_u64()),
+        (Some(2), Some(4096))
+    );
+    positive(&r, &["detection", "cpu_us_per_message_key"]);
+    positive(&r, &["sync", "fetch_rounds"]);
+    positive(&r, &["freshness_s", "p95"]);
+}
+
+#[test]
+fn light_stream_bench_runs() {
+    // Two online recipients, 2 s at 5 messages/s, then the quiet board's five posts.
+    let r = run("light_stream_bench", &["2", "2", "0.2", "5", OMRD]);
+    let rate = &r["rates"][0];
+    assert_eq!(rate["payloads_received"], rate["messages"], "{r}");
+    positive(rate, &["latency_p95_s"]);
+    positive(rate, &["bytes_per_online_key_per_message"]);
+    assert_eq!(r["quiet_board"]["payloads"], 5, "{r}");
+    assert_eq!(r["registration"]["keys"], 2, "{r}");
+}
