@@ -55,8 +55,9 @@ fn every_command_has_help_with_examples() {
 }
 
 /// `omr bench-capacity` at a tiny size (three insecure-test keys, two in memory, a second of
-/// posting), so that a change that breaks it fails CI: it runs, every message is detected for
-/// every key, and the report has the figures it promises.
+/// posting, a key out of memory loaded after a second), so that a change that breaks it fails
+/// CI: it runs, every message is detected for every key, and the report has the figures it
+/// promises.
 #[test]
 fn bench_capacity_runs_at_a_tiny_size() {
     let r = omr_json(&[
@@ -73,6 +74,10 @@ fn bench_capacity_runs_at_a_tiny_size() {
         "--baseline-messages",
         "2",
         "--distinct",
+        "1",
+        // A key out of memory waits this long to collect a batch worth its load (300 s by
+        // default, which the run would wait out twice).
+        "--max-wait-secs",
         "1",
         "--json",
     ]);

@@ -11,23 +11,19 @@ use serde_json::Value;
 const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
 
 /// The example's executable, next to this test's profile directory (`target/<profile>/examples`):
-/// `<name>` as `cargo build --example` leaves it, else the newest `<name>-<hash>` that
-/// `cargo test` built.
+/// the newest of `<name>` (as `cargo build --example` leaves it) and `<name>-<hash>` (as
+/// `cargo test` builds it).
 fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's path");
     let dir = (exe.parent().and_then(|deps| deps.parent()))
         .expect("target/<profile>/deps")
         .join("examples");
-    let exact = dir.join(name);
-    if exact.is_file() {
-        return exact;
-    }
     let prefix = format!("{name}-");
     let built = std::fs::read_dir(&dir).into_iter().flatten().flatten();
     let newest = built
         .filter(|e| {
             let file = e.file_name().to_string_lossy().into_owned();
-            file.starts_with(&prefix) && !file.contains('.')
+            file == name || (file.starts_with(&prefix) && !file.contains('.'))
         })
         .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok());
     match newest {
