@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use omr_core::{OmrError, Retrieved, SecretKey};
 use serde::Serialize;
 
-use crate::client::{Client, FetchedDigest, PirFetch, Progress, TailRead};
+use crate::client::{Client, FetchedDigest, PirFetch, Progress, TailRead, FIRST_PAGE};
 use crate::error::{Api, Error, Result};
 use crate::keydir::{DigestState, Registration};
 use crate::scheme::{Digest, Secret};
@@ -130,17 +130,26 @@ impl Client {
             ..Retrieval::default()
         };
         // omr-light-v1 on a server without attachments: a recipient close to the head reads
-        // the board itself (`client/tail.rs`); one further behind asks for digests first.
+        // the board itself (`client/tail.rs`); one further behind asks for digests first. The
+        // first board read names the head, so an online recipient's poll is one request.
         let light = match secret {
-            Secret::Light(_) => Some(self.params().await?),
+            Secret::Light(_) => Some(self.known_params().await?),
             Secret::Tfhe(_) => None,
         };
         let tail = (light.as_ref())
             .filter(|p| p.max_attachment_bytes == 0)
             .map_or(0, |_| self.options.tail_messages);
+        let mut first_page = None;
         if let Some(p) = &light {
-            out.board_head = p.board_head;
             out.epoch_length = p.epoch_len.max(1);
+            out.board_head = if tail > 0 {
+                let page = (self.board_page(state.next_from, tail.min(FIRST_PAGE))).await?;
+                let head = page.0.head;
+                first_page = Some(page);
+                head
+            } else {
+                self.params().await?.board_head
+            };
         }
         let near = |head: u64, from: u64| tail > 0 && head.saturating_sub(from) <= tail;
         let digest_from = state.next_from;
@@ -198,7 +207,10 @@ impl Client {
             // the newest head the server gave (its params, or a digest's answer).
             let head = out.board_head;
             if near(head, state.next_from) {
-                let read = (self.read_tail(secret, state, head, &mut out.messages)).await?;
+                // The first page, if the digests did not move where the tail starts.
+                let first = first_page.filter(|_| state.next_from == digest_from);
+                let found = &mut out.messages;
+                let read = (self.read_tail(secret, state, head, found, first)).await?;
                 out.tail = Some(read);
                 forget_past(state, reg, out.epoch_length);
                 out.to = state.next_from;

@@ -202,6 +202,42 @@ impl Store {
         to_u64(row.try_get::<i64, _>(0)?, "board head")
     }
 
+    /// The board head and up to `limit` messages with index ≥ `from`, in index order, in one
+    /// statement (one round trip to the store: a recipient's poll of the board is one read).
+    pub async fn read_page(
+        &self,
+        from: u64,
+        limit: u32,
+    ) -> Result<(u64, Vec<StoredMessage>), StoreError> {
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let rows = sqlx::query(
+            "SELECT h.next_index, b.idx, b.clue, b.payload, b.received_ms FROM board_head h \
+             LEFT JOIN (SELECT idx, clue, payload, received_ms FROM board WHERE idx >= $1 \
+             ORDER BY idx LIMIT $2) b ON 1 = 1 WHERE h.id = 1 ORDER BY b.idx",
+        )
+        .bind(from)
+        .bind(limit as i64)
+        .fetch_all(self.pool())
+        .await?;
+        let head = match rows.first() {
+            Some(r) => to_u64(r.try_get::<i64, _>(0)?, "board head")?,
+            None => return Err(StoreError::Corrupt("the board head row is missing".into())),
+        };
+        let mut messages = Vec::with_capacity(rows.len());
+        for r in rows {
+            let Some(index) = r.try_get::<Option<i64>, _>(1)? else {
+                continue; // no message at or past `from`: the head's row alone
+            };
+            messages.push(StoredMessage {
+                index: to_u64(index, "board index")?,
+                clue: r.try_get(2)?,
+                payload: r.try_get(3)?,
+                received_ms: r.try_get(4)?,
+            });
+        }
+        Ok((head, messages))
+    }
+
     /// Up to `limit` messages with index ≥ `from`, in index order.
     pub async fn read(&self, from: u64, limit: u32) -> Result<Vec<StoredMessage>, StoreError> {
         let from = i64::try_from(from).unwrap_or(i64::MAX);

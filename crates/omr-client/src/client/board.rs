@@ -40,18 +40,24 @@ impl Client {
                 self.http_json(r).await
             })
             .await?;
-        *self.postage_bits.lock().unwrap_or_else(|e| e.into_inner()) = Some(params.postage_bits);
+        *self.known_params.lock().unwrap_or_else(|e| e.into_inner()) = Some(params.clone());
         Ok(params)
+    }
+
+    /// The server's parameters as last asked, or asked now: for what does not change while the
+    /// server runs (its `board_head` is stale; ask [`Client::params`] for the head).
+    pub(crate) async fn known_params(&self) -> Result<ServerParams> {
+        let known = (self.known_params.lock().unwrap_or_else(|e| e.into_inner())).clone();
+        match known {
+            Some(params) => Ok(params),
+            None => self.params().await,
+        }
     }
 
     /// The leading zero bits the server asks of each message's postage stamp (`postage_bits` of
     /// `GET /v1/params`; 0: none), asked once and remembered.
     pub async fn postage_bits(&self) -> Result<u32> {
-        let known = *self.postage_bits.lock().unwrap_or_else(|e| e.into_inner());
-        match known {
-            Some(bits) => Ok(bits),
-            None => Ok(self.params().await?.postage_bits),
-        }
+        Ok(self.known_params().await?.postage_bits)
     }
 
     /// Make a clue for the recipient whose public clue key is `to` (of either scheme), and

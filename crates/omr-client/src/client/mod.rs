@@ -27,6 +27,7 @@ pub use board::Sent;
 pub use digest::FetchedDigest;
 pub use light::{PirFetch, LIGHT_QUERIES_PER_EPOCH};
 pub use registry::KeyStatus;
+pub(crate) use tail::FIRST_PAGE;
 pub use tail::{TailRead, DEFAULT_TAIL_MESSAGES};
 
 /// Called as a transfer goes: `(bytes done, bytes in all)`; for a postage search, `(hashes
@@ -89,8 +90,9 @@ pub struct Client {
     pub(crate) options: ClientOptions,
     http: reqwest::Client,
     grpc: Arc<tokio::sync::OnceCell<Channel>>,
-    /// The server's `postage_bits`, once asked (see [`Client::postage_bits`]).
-    postage_bits: Arc<std::sync::Mutex<Option<u32>>>,
+    /// The server's parameters as last asked (`GET /v1/params`): what does not change while
+    /// it runs (postage, attachments, epoch length) is read from here after the first call.
+    known_params: Arc<std::sync::Mutex<Option<ServerParams>>>,
 }
 
 impl Client {
@@ -124,7 +126,7 @@ impl Client {
             options,
             http,
             grpc: Arc::new(tokio::sync::OnceCell::new()),
-            postage_bits: Arc::default(),
+            known_params: Arc::default(),
         })
     }
 

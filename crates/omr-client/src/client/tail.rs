@@ -4,9 +4,11 @@
 //! few messages behind the head downloads those messages (clue and payload, ≈ 4 KB each as the
 //! board's JSON), keeps the ones whose clue passes its own range check
 //! ([`omr_light::SecretKey::matches`], n·ℓ products), and has their payloads at once. The
-//! server does no detection and no PIR for it. Past [`ClientOptions::tail_messages`] messages
-//! behind, the digest (15 B a message) and the batch fetch cost fewer bytes, and the retrieval
-//! uses them instead (docs/light/STUDY.md §9 compares the two).
+//! server does no detection and no PIR for it. A retrieval's first board read (at most
+//! [`FIRST_PAGE`] messages) names the head, so a poll that finds a few new messages is one
+//! request, answered from one statement of the store. Past [`ClientOptions::tail_messages`]
+//! messages behind, the digest (15 B a message) and the batch fetch cost fewer bytes, and the
+//! retrieval uses them instead (docs/light/STUDY.md §9 compares the two).
 //!
 //! [`ClientOptions::tail_messages`]: super::ClientOptions::tail_messages
 
@@ -30,6 +32,11 @@ pub const DEFAULT_TAIL_MESSAGES: u64 = 256;
 /// Most messages one board page holds (the server's limit).
 const PAGE: u64 = 1000;
 
+/// Messages a retrieval asks for in its first board read, the one whose answer names the head:
+/// a poll every second on a board of up to 16 messages a second needs no other request, and a
+/// recipient found to be far behind has downloaded at most these (≈ 65 KB) for nothing.
+pub(crate) const FIRST_PAGE: u64 = 16;
+
 /// What reading the board's tail cost in one retrieval.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct TailRead {
@@ -41,7 +48,7 @@ pub struct TailRead {
 
 impl Client {
     /// `GET /v1/messages?from=…&limit=…`, and its body's bytes.
-    async fn board_page(&self, from: u64, limit: u64) -> Result<(BoardPage, u64)> {
+    pub(crate) async fn board_page(&self, from: u64, limit: u64) -> Result<(BoardPage, u64)> {
         self.retrying(|| async {
             let req = (self.http.get(self.url("/v1/messages")))
                 .query(&[("from", from), ("limit", limit.clamp(1, PAGE))]);
@@ -60,18 +67,22 @@ impl Client {
 
     /// Read the board from `state.next_from` up to `to`, keep the messages whose clues are
     /// `secret`'s (and not in `state.seen`), and advance `state.next_from` past what was read.
+    /// `first`, a page already read from `state.next_from` (and its bytes), is used before any
+    /// other is asked for.
     pub(crate) async fn read_tail(
         &self,
         secret: &omr_light::SecretKey,
         state: &mut DigestState,
         to: u64,
         found: &mut Vec<Retrieved>,
+        mut first: Option<(BoardPage, u64)>,
     ) -> Result<TailRead> {
         let mut read = TailRead::default();
         while state.next_from < to {
-            let (page, bytes) = self
-                .board_page(state.next_from, to - state.next_from)
-                .await?;
+            let (page, bytes) = match first.take() {
+                Some(page) => page,
+                None => (self.board_page(state.next_from, to - state.next_from)).await?,
+            };
             read.bytes += bytes;
             let mut next = state.next_from;
             for m in page.messages.into_iter().take_while(|m| m.index < to) {

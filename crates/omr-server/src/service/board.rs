@@ -185,8 +185,7 @@ impl Page {
 /// The board messages of `page`, with the board head.
 pub async fn read(svc: &Service, page: Page) -> Result<BoardPage, ServiceError> {
     let Page { from, limit } = page;
-    let head = svc.board_head().await?;
-    let rows = (svc.store.read(from, limit).await)
+    let (head, rows) = (svc.store.read_page(from, limit).await)
         .map_err(|e| ServiceError::internal("reading the board", e))?;
     let next = rows.last().map(|m| m.index + 1).unwrap_or(from);
     Ok(BoardPage {

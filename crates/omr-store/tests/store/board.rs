@@ -50,6 +50,29 @@ async fn appends_are_gapless_and_read_in_order(db: &TestDb) {
     }
 }
 
+test_each_backend!(a_page_names_the_head_with_its_messages);
+
+/// `read_page` gives the head and the messages of one statement: with messages, past the last
+/// one (the head alone), and on an empty board.
+async fn a_page_names_the_head_with_its_messages(db: &TestDb) {
+    let store = db.store();
+    assert_eq!(store.read_page(0, 10).await.unwrap(), (0, Vec::new()));
+    let a = messages("page", 4);
+    store.append(&a).await.unwrap();
+    let (head, page) = store.read_page(1, 2).await.unwrap();
+    assert_eq!(head, 4);
+    assert_eq!(page, store.read(1, 2).await.unwrap());
+    let indices: Vec<u64> = page.iter().map(|m| m.index).collect();
+    assert_eq!(indices, vec![1, 2]);
+    assert_eq!(page[1].clue, a[2].clue);
+    assert_eq!(store.read_page(0, 10).await.unwrap().1.len(), 4);
+    assert_eq!(store.read_page(4, 10).await.unwrap(), (4, Vec::new()));
+    assert_eq!(
+        store.read_page(u64::MAX, 10).await.unwrap(),
+        (4, Vec::new())
+    );
+}
+
 test_each_backend!(concurrent_appends_get_disjoint_contiguous_ranges);
 
 async fn concurrent_appends_get_disjoint_contiguous_ranges(db: &TestDb) {
