@@ -204,7 +204,8 @@ impl Client {
         if let (Secret::Light(secret), Some(p)) = (secret, &light) {
             let digested = (digest_from, state.next_from);
             // What the digests did not reach (not detected yet, or none was asked for), up to
-            // the newest head the server gave (its params, or a digest's answer).
+            // the newest head the server gave (the first board read, its params, or a digest's
+            // answer).
             let head = out.board_head;
             if near(head, state.next_from) {
                 // The first page, if the digests did not move where the tail starts.

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use omr_client::{Client, ClientOptions, DigestState, Error, Registration, StartAt};
-use omr_test_support::{insecure_keys, wait_until, TestDb, TestServer};
+use omr_test_support::{insecure_keys, quick_light, wait_until, TestDb, TestServer};
 
 async fn wait_detected(client: &Client, reg: &Registration) {
     wait_until(Duration::from_secs(60), "the key has no lag", || async {
@@ -348,13 +348,7 @@ async fn light_payloads_come_by_the_batch_fetch_in_rounds() {
 async fn light_payloads_of_the_open_epoch_are_readable_at_once() {
     use omr_client::{Address, Keys, SealKey};
     let db = TestDb::sqlite().await;
-    let server = TestServer::start_configured(&db, |c| {
-        c.param_set = omr_light::OMR_LIGHT_V1.name.into();
-        c.epoch_len = omr_light::OMR_LIGHT_V1.batch as u64;
-        c.poll_interval_ms = 200;
-        c.light_fetch_open_rebuild_ms = 100;
-    })
-    .await;
+    let server = TestServer::start_configured(&db, quick_light).await;
     let (http, grpc) = (server.url(""), server.grpc_url());
     let tailing = Client::new(&http, &grpc).unwrap();
     let options = ClientOptions {
@@ -439,13 +433,7 @@ async fn light_payloads_of_the_open_epoch_are_readable_at_once() {
 async fn a_failed_retrieval_leaves_the_state_as_it_was() {
     use omr_client::Keys;
     let db = TestDb::sqlite().await;
-    let server = TestServer::start_configured(&db, |c| {
-        c.param_set = omr_light::OMR_LIGHT_V1.name.into();
-        c.epoch_len = omr_light::OMR_LIGHT_V1.batch as u64;
-        c.poll_interval_ms = 200;
-        c.light_fetch_open_rebuild_ms = 100;
-    })
-    .await;
+    let server = TestServer::start_configured(&db, quick_light).await;
     let asking = |s: &TestServer| {
         let options = ClientOptions {
             tail_messages: 0,

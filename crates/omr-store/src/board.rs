@@ -224,16 +224,11 @@ impl Store {
             None => return Err(StoreError::Corrupt("the board head row is missing".into())),
         };
         let mut messages = Vec::with_capacity(rows.len());
-        for r in rows {
-            let Some(index) = r.try_get::<Option<i64>, _>(1)? else {
-                continue; // no message at or past `from`: the head's row alone
-            };
-            messages.push(StoredMessage {
-                index: to_u64(index, "board index")?,
-                clue: r.try_get(2)?,
-                payload: r.try_get(3)?,
-                received_ms: r.try_get(4)?,
-            });
+        for r in &rows {
+            // With no message at or past `from`, the head's row alone, its message columns NULL.
+            if r.try_get::<Option<i64>, _>(1)?.is_some() {
+                messages.push(stored_message(r, 1)?);
+            }
         }
         Ok((head, messages))
     }
@@ -248,15 +243,16 @@ impl Store {
         .bind(limit as i64)
         .fetch_all(self.pool())
         .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(StoredMessage {
-                    index: to_u64(r.try_get::<i64, _>(0)?, "board index")?,
-                    clue: r.try_get(1)?,
-                    payload: r.try_get(2)?,
-                    received_ms: r.try_get(3)?,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| stored_message(r, 0)).collect()
     }
+}
+
+/// The message in `row`'s columns `at..at + 4` (index, clue, payload, received_ms).
+fn stored_message(row: &sqlx::any::AnyRow, at: usize) -> Result<StoredMessage, StoreError> {
+    Ok(StoredMessage {
+        index: to_u64(row.try_get::<i64, _>(at)?, "board index")?,
+        clue: row.try_get(at + 1)?,
+        payload: row.try_get(at + 2)?,
+        received_ms: row.try_get(at + 3)?,
+    })
 }

@@ -47,7 +47,7 @@ pub use omr_store::testing::{TestDb, POSTGRES_URL_VAR};
 pub use omrd::Omrd;
 pub use raw::{with_token, DecodedDigest, RawClient, Recipient};
 pub use seed::{seeded_rng, SEED_VAR};
-pub use server::{quick_detection, TestServer};
+pub use server::{quick_detection, quick_light, TestServer};
 pub use tls::TestCert;
 pub use wait::{wait_for, wait_for_blocking, wait_until, wait_until_blocking, POLL_INTERVAL};
 

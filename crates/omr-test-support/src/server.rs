@@ -220,6 +220,16 @@ pub fn quick_detection(config: &mut Config) {
     config.worker_threads = 2;
 }
 
+/// omr-light-v1 quick to watch: its own epoch (one batch of 4,096, which a test's few messages
+/// never close), a poll every 200 ms, the open epoch's fetch snapshot rebuilt within 100 ms.
+/// For [`TestServer::start_configured`].
+pub fn quick_light(config: &mut Config) {
+    config.param_set = omr_light::OMR_LIGHT_V1.name.to_string();
+    config.epoch_len = omr_light::OMR_LIGHT_V1.batch as u64;
+    config.poll_interval_ms = 200;
+    config.light_fetch_open_rebuild_ms = 100;
+}
+
 /// Ephemeral ports, `data_dir`, the insecure test parameter set, no rate limits (every test
 /// request comes from one address; a test of the limits sets them); the rest omrd's defaults.
 fn test_config(data_dir: PathBuf) -> Config {

@@ -21,7 +21,7 @@ use omr_proto::v1::detector_client::DetectorClient;
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::{FetchRequest, GetFetchRangeRequest, PutFetchKeyRequest};
 use omr_test_support::{light_message, test_each_backend, with_token, RawClient, TestDb};
-use omr_test_support::{LightRecipient, TestServer};
+use omr_test_support::{quick_light, LightRecipient, TestServer};
 use reqwest::StatusCode;
 use serde_json::Value;
 use tonic::transport::Channel;
@@ -32,11 +32,10 @@ test_each_backend!(
     open_epoch_payloads_come_back_on_a_quiet_board,
 );
 
+/// omr-light-v1 quick to watch ([`quick_light`]) on two detection threads.
 async fn light_server(db: &TestDb) -> TestServer {
     TestServer::start_configured(db, |c| {
-        c.param_set = OMR_LIGHT_V1.name.to_string();
-        c.epoch_len = OMR_LIGHT_V1.batch as u64;
-        c.poll_interval_ms = 200;
+        quick_light(c);
         c.worker_threads = 2;
     })
     .await
@@ -360,14 +359,7 @@ async fn the_batch_fetch_refuses_bad_input(db: &TestDb) {
 /// Ten messages on a quiet board, none of them in a closed epoch: three recipients (one with
 /// the first and the last index) and an idle fourth fetch from the open epoch's snapshot.
 async fn open_epoch_payloads_come_back_on_a_quiet_board(db: &TestDb) {
-    let s = TestServer::start_configured(db, |c| {
-        c.param_set = OMR_LIGHT_V1.name.to_string();
-        c.epoch_len = OMR_LIGHT_V1.batch as u64;
-        c.poll_interval_ms = 200;
-        c.worker_threads = 2;
-        c.light_fetch_open_rebuild_ms = 100;
-    })
-    .await;
+    let s = light_server(db).await;
     let api = s.client();
     // An empty open epoch has no snapshot; nor is there a closed one.
     refused(

@@ -216,6 +216,21 @@ const FOLLOW_POLL_LIGHT: Duration = Duration::from_secs(1);
 /// How long `--follow` pauses after the server could not be reached.
 const FOLLOW_RETRY: Duration = Duration::from_secs(5);
 
+/// For `--follow`: `Some` of what a call returned; `None`, after a warning and a pause of
+/// [`FOLLOW_RETRY`], when it failed in a way worth trying again (the server restarting or out of
+/// reach), so that the caller keeps following; any other failure.
+async fn unless_transient<T>(r: omr_client::Result<T>) -> anyhow::Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_transient() => {
+            eprintln!("warning: {e}; trying again in {} s", FOLLOW_RETRY.as_secs());
+            tokio::time::sleep(FOLLOW_RETRY).await;
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let dir = KeyDir::new(&a.keys.keys);
     let reg = dir.require_registration()?;
@@ -375,31 +390,16 @@ impl Following<'_> {
                     .await
                     .map(Some),
             };
-            let status = match waited {
-                Ok(s) => s,
-                // The server is restarting or out of reach: keep following.
-                Err(e) if e.is_transient() => {
-                    eprintln!("warning: {e}; trying again in {} s", FOLLOW_RETRY.as_secs());
-                    tokio::time::sleep(FOLLOW_RETRY).await;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
+            let Some(status) = unless_transient(waited).await? else {
+                continue;
             };
             if status.as_ref().is_some_and(|s| s.cursor <= past) {
                 continue; // nothing detected within the wait: ask again
             }
             // A failed retrieval leaves `state` as it was, so a transient one is tried again.
-            let got = match (self.client)
-                .retrieve(self.secret, self.reg, &mut state, None)
-                .await
-            {
-                Ok(got) => got,
-                Err(e) if e.is_transient() => {
-                    eprintln!("warning: {e}; trying again in {} s", FOLLOW_RETRY.as_secs());
-                    tokio::time::sleep(FOLLOW_RETRY).await;
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
+            let got = (self.client).retrieve(self.secret, self.reg, &mut state, None);
+            let Some(got) = unless_transient(got.await).await? else {
+                continue;
             };
             let letters = open(self.seal, &got);
             write_payloads(self.out, &letters)?;

@@ -9,7 +9,7 @@
 //! epoch), and `--follow` announces a new message with its payload.
 
 use omr_light::{SecretKey, OMR_LIGHT_V1};
-use omr_test_support::{light_message, test_each_backend, TestDb, TestServer};
+use omr_test_support::{light_message, quick_light, test_each_backend, TestDb, TestServer};
 use serde_json::Value;
 
 use crate::common::{keygen, omr_fails, omr_json, payloads, register, s, wait_detected};
@@ -205,13 +205,7 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
 }
 
 async fn a_payload_posted_seconds_ago_is_readable_on_a_quiet_light_board(db: &TestDb) {
-    let server = TestServer::start_configured(db, |c| {
-        c.param_set = OMR_LIGHT_V1.name.to_string();
-        c.epoch_len = OMR_LIGHT_V1.batch as u64;
-        c.poll_interval_ms = 200;
-        c.light_fetch_open_rebuild_ms = 100;
-    })
-    .await;
+    let server = TestServer::start_configured(db, quick_light).await;
     let (http, grpc) = (server.url(""), server.grpc_url());
     let tmp = tempfile::tempdir().unwrap();
     let (alice, bob) = (tmp.path().join("alice"), tmp.path().join("bob"));
