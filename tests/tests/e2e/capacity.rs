@@ -2,13 +2,16 @@
 //! serves time-shares them and every digest is still exact; the lag metrics cover every
 //! registered key, including keys no worker holds and keys that wait for their turn, and so does
 //! GetKeyStatus; a recipient that comes online is served at once, and while an offline key's
-//! batch runs.
+//! batch runs. Keys whose backlogs alone cannot fill the pool are served together in one turn
+//! (TFHE: side by side; omr-light-v1: one pass over the batch for the group), every digest
+//! exact.
 
 use omr_api::http::KeyStatus;
+use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_proto::v1::registration_header::Start;
 use omr_test_support::{
-    insecure_keys, quick_detection, seeded_rng, test_each_backend, wait_until, Recipient, TestDb,
-    TestServer,
+    insecure_keys, light_message, quick_detection, quick_light, seeded_rng, test_each_backend,
+    wait_until, RawClient, Recipient, TestDb, TestServer,
 };
 use rand::Rng;
 use std::sync::atomic::Ordering;
@@ -18,6 +21,8 @@ test_each_backend!(
     more_keys_than_memory_holds_are_all_detected_exactly,
     lag_metrics_cover_unassigned_and_waiting_keys,
     an_online_key_is_served_while_an_offline_batch_runs,
+    keys_a_few_messages_behind_are_served_together_exactly,
+    light_keys_at_one_batch_share_a_pass_exactly,
 );
 
 const SETTLE: Duration = Duration::from_secs(60);
@@ -184,6 +189,117 @@ async fn an_online_key_is_served_while_an_offline_batch_runs(db: &TestDb) {
         .messages
         .is_empty());
     s.stop().await;
+}
+
+async fn keys_a_few_messages_behind_are_served_together_exactly(db: &TestDb) {
+    // Eight threads, batches of three: one key a few messages behind cannot fill the pool.
+    let s = TestServer::start_configured(db, |c| {
+        quick_detection(c);
+        c.worker_threads = 8;
+    })
+    .await;
+    let api = s.client();
+    let mut recipients = Vec::new();
+    for _ in 0..4 {
+        recipients.push(api.register(insecure_keys(4), Start::StartIndex(0)).await);
+    }
+    let noise = insecure_keys(4);
+    // A first message loads every key, one turn each (a key not in memory is served alone).
+    api.post(&noise.clue_key, b"first").await;
+    wait_for_cursors(&s, recipients.iter().map(|r| r.key_id.as_str()), 1).await;
+    assert_eq!(group_turns(&api).await, (0.0, 0.0));
+
+    // Then every post puts all four keys, in memory, one message behind together.
+    let mut rng = seeded_rng("keys_a_few_messages_behind_are_served_together_exactly");
+    let mut want = vec![Vec::new(); recipients.len()];
+    for i in 0..12 {
+        let payload = format!("message {i}").into_bytes();
+        let to = rng.gen_range(0..recipients.len() + 1);
+        if to < recipients.len() && want[to].len() < 4 {
+            let idx = api.post(&recipients[to].keys.clue_key, &payload).await;
+            want[to].push((idx, payload));
+        } else {
+            api.post(&noise.clue_key, &payload).await;
+        }
+    }
+    for (r, w) in recipients.iter().zip(&want) {
+        let got = api.caught_up_digest(r, None).await;
+        assert_eq!((got.end, &got.messages), (13, w), "key {}", r.key_id);
+    }
+    let (turns, keys) = group_turns(&api).await;
+    assert!(turns >= 1.0, "no turn served several keys");
+    assert!(keys >= 2.0 * turns, "{keys} keys in {turns} group turns");
+    s.stop().await;
+}
+
+async fn light_keys_at_one_batch_share_a_pass_exactly(db: &TestDb) {
+    let s = TestServer::start_configured(db, quick_light).await;
+    let api = s.client();
+    let mut recipients = Vec::new();
+    for _ in 0..3 {
+        recipients.push(api.register_light().await);
+    }
+    let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
+    let d = OMR_LIGHT_V1.batch as u64;
+    let mut rng = seeded_rng("light_keys_at_one_batch_share_a_pass_exactly");
+    let mut want = vec![Vec::new(); recipients.len()];
+    let mut post = |from: u64, count: u64| {
+        (from..from + count)
+            .map(|i| {
+                let to = rng.gen_range(0..400usize);
+                let address = match recipients.get(to) {
+                    Some(r) => {
+                        want[to].push(i);
+                        r.secret.address()
+                    }
+                    None => stranger.clone(),
+                };
+                light_message(&address, format!("{i}").as_bytes())
+            })
+            .collect::<Vec<_>>()
+    };
+    // The recipients stay offline. The first batch loads every key, one turn each; at the
+    // second they are all in memory at one batch: one pass over it serves the group.
+    let first = post(0, d);
+    let second = post(d, d + 3);
+    let ids = || recipients.iter().map(|r| r.key_id.as_str());
+    api.post_all(first).await;
+    wait_for_cursors(&s, ids(), d).await;
+    assert_eq!(group_turns(&api).await, (0.0, 0.0));
+    api.post_all(second).await;
+    wait_for_cursors(&s, ids(), 2 * d).await;
+    assert_eq!(group_turns(&api).await, (1.0, 3.0));
+    for (r, w) in recipients.iter().zip(&want) {
+        let (start, end, got) = api.light_caught_up(r).await;
+        assert_eq!((start, end), (0, 2 * d + 3), "key {}", r.key_id);
+        assert_eq!(&got, w, "key {}", r.key_id);
+    }
+    s.stop().await;
+}
+
+/// `omr_detect_group_turns_total` and `omr_detect_group_keys_total`.
+async fn group_turns(api: &RawClient) -> (f64, f64) {
+    let turns = api.metric("omr_detect_group_turns_total").await;
+    let keys = api.metric("omr_detect_group_keys_total").await;
+    (turns.expect("group turns"), keys.expect("group keys"))
+}
+
+/// Wait until every key of `key_ids` has detected the board up to `end`.
+async fn wait_for_cursors<'a>(
+    s: &TestServer,
+    key_ids: impl IntoIterator<Item = &'a str> + Clone,
+    end: u64,
+) {
+    let store = &s.state().store;
+    wait_until(Duration::from_secs(120), "every key caught up", || async {
+        for key_id in key_ids.clone() {
+            if store.cursor(key_id).await.expect("cursor").unwrap_or(0) < end {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
 }
 
 /// `GET /v1/keys/{key_id}/status` for `r`.

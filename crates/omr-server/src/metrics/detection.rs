@@ -3,7 +3,7 @@
 //! deployment-wide group is read from the store when `/metrics` is scraped, so it tells the truth
 //! in every process (API-only ones too) and covers keys no worker holds.
 
-use prometheus::{Counter, Gauge, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{Counter, Gauge, IntCounter, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The detection metrics.
 #[derive(Debug, Clone)]
@@ -23,6 +23,10 @@ pub struct DetectionMetrics {
     pub detect_seconds: Counter,
     /// Smallest backlog worth loading a key for (see worker/schedule.rs).
     pub min_load_batch: IntGauge,
+    /// Turns that served several keys at once (keys whose work alone could not fill the
+    /// pool), and the keys they served.
+    pub group_turns: IntCounter,
+    pub group_keys: IntCounter,
     /// Deployment-wide, read from the store at scrape time: keys behind the board head, keys
     /// that no live worker leases, and the age of the oldest message some key has not detected.
     pub keys_behind: IntGauge,
@@ -68,6 +72,16 @@ impl DetectionMetrics {
                 "min_load_batch",
                 "Smallest backlog worth loading a key that is not in memory",
             ),
+            group_turns: IntCounter::new(
+                "detect_group_turns_total",
+                "Detection turns that served several keys at once on the pool",
+            )
+            .expect("metric"),
+            group_keys: IntCounter::new(
+                "detect_group_keys_total",
+                "Keys served by detection turns that served several at once",
+            )
+            .expect("metric"),
             keys_behind: g(
                 "keys_behind",
                 "Registered keys with board messages not yet detected (all keys)",
@@ -99,6 +113,8 @@ impl DetectionMetrics {
             Box::new(m.keys_online.clone()),
             Box::new(m.detect_seconds.clone()),
             Box::new(m.min_load_batch.clone()),
+            Box::new(m.group_turns.clone()),
+            Box::new(m.group_keys.clone()),
             Box::new(m.keys_behind.clone()),
             Box::new(m.keys_unassigned.clone()),
             Box::new(m.oldest_undetected_seconds.clone()),

@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 
 use omr_core::OmrError;
-use omr_light::{Batch, Clue, Digest, DigestPart, ExpandedKey, LightParams};
+use omr_light::{Batch, BatchDigest, Clue, Digest, DigestPart, ExpandedKey, LightParams};
 use omr_store::StoredMessage;
 
 use super::{AcceptedKey, Detection, DetectionScheme};
@@ -99,16 +99,30 @@ impl Light {
             .map(|(_, b)| b.clone())
     }
 
-    /// `key`'s part of `batch`, which starts at `first`.
-    fn part(key: &ExpandedKey, first: u64, batch: &Batch) -> LightState {
+    /// The state of one key's half `own` of `batch`, which starts at `first`.
+    fn part(first: u64, own: BatchDigest, batch: &Batch) -> LightState {
         LightState {
             at: first,
             parts: vec![DigestPart {
                 first,
-                own: batch.detect(key),
+                own,
                 shared: batch.shared().clone(),
             }],
         }
+    }
+
+    /// The first index of `messages`, a batch from its first message; malformed otherwise.
+    fn check_batch(&self, messages: &[StoredMessage]) -> Result<u64, OmrError> {
+        let Some(first) = messages.first().map(|m| m.index) else {
+            return Err(OmrError::malformed("batch", "no messages"));
+        };
+        if first % self.params.batch as u64 != 0 || messages.len() > self.params.batch {
+            return Err(OmrError::malformed(
+                "batch",
+                format!("{} messages from index {first}", messages.len()),
+            ));
+        }
+        Ok(first)
     }
 }
 
@@ -181,22 +195,40 @@ impl DetectionScheme for Light {
         _state: LightState,
         messages: &[StoredMessage],
     ) -> Result<LightState, OmrError> {
-        let Some(first) = messages.first().map(|m| m.index) else {
-            return Err(OmrError::malformed("batch", "no messages"));
-        };
-        if first % self.params.batch as u64 != 0 || messages.len() > self.params.batch {
-            return Err(OmrError::malformed(
-                "batch",
-                format!("{} messages from index {first}", messages.len()),
-            ));
-        }
+        let first = self.check_batch(messages)?;
         let batch = self.batch(messages)?;
-        Ok(Light::part(key, first, &batch))
+        Ok(Light::part(first, batch.detect(key), &batch))
     }
 
     fn detect_prepared(&self, key: &ExpandedKey, first: u64, count: usize) -> Option<LightState> {
         let batch = self.prepared((first, count))?;
-        Some(Light::part(key, first, &batch))
+        Some(Light::part(first, batch.detect(key), &batch))
+    }
+
+    /// One pass over the batch's shared plaintexts for all of `keys` (`Batch::detect_many`:
+    /// each block of them is read from memory once for the group).
+    fn detect_many(
+        &self,
+        keys: &[&ExpandedKey],
+        first: u64,
+        count: usize,
+        messages: &[StoredMessage],
+    ) -> Result<Option<Vec<LightState>>, OmrError> {
+        let batch = if messages.is_empty() {
+            match self.prepared((first, count)) {
+                Some(b) => b,
+                None => return Ok(None),
+            }
+        } else {
+            self.check_batch(messages)?;
+            self.batch(messages)?
+        };
+        let halves = batch.detect_many(keys);
+        Ok(Some(
+            (halves.into_iter())
+                .map(|own| Light::part(first, own, &batch))
+                .collect(),
+        ))
     }
 
     fn has_prepared(&self, first: u64, count: usize) -> bool {

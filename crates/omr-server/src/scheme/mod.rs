@@ -111,6 +111,30 @@ pub trait DetectionScheme: Clone + Send + Sync + 'static {
         false
     }
 
+    /// For a batch scheme: the states of several keys for the batch `[first, first + count)`,
+    /// in the order of `keys`, from `messages` (the batch's, from its first index) or, when
+    /// `messages` is empty, from a preparation still held (`None` when it is not). A scheme
+    /// whose keys can share one pass over the batch's shared work overrides this; the default
+    /// serves them one after another. Runs on a detection pool.
+    fn detect_many(
+        &self,
+        keys: &[&Self::Key],
+        first: u64,
+        count: usize,
+        messages: &[StoredMessage],
+    ) -> Result<Option<Vec<Self::State>>, OmrError> {
+        if messages.is_empty() {
+            return Ok(keys
+                .iter()
+                .map(|k| self.detect_prepared(k, first, count))
+                .collect());
+        }
+        keys.iter()
+            .map(|k| self.detect_and_fold(k, Self::new_state(k, first), messages))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
     // What is stored per key and epoch.
     /// The board range `[start, end)` a state covers.
     fn range(state: &Self::State) -> (u64, u64);

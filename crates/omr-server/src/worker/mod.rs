@@ -41,11 +41,17 @@ use crate::scheme::{DetectionScheme, Scheme};
 
 use cache::KeyCache;
 use leases::Leases;
-use schedule::{KeyView, Pick, Policy, Queue};
+use schedule::{Fill, KeyView, Pick, Policy, Queue};
 
 pub use context::{JobHooks, NoHooks, WorkerContext};
 pub use pool::Lane;
 pub use retention::retention;
+
+/// Keys of a batch scheme served in one pass over a batch's shared work: each block of the
+/// shared plaintexts is then read from memory once for all of them. docs/light/STUDY.md §5
+/// measured groups of 8 within noise of one key on 2 cores; on 16 cores (§8) the pass is
+/// memory-bound, and the plaintexts are half of a lone key's traffic.
+const GROUP_KEYS: usize = 8;
 
 /// What the worker loop holds from one turn to the next.
 struct Worker<S: DetectionScheme> {
@@ -166,11 +172,21 @@ impl<S: DetectionScheme> Worker<S> {
             match pick {
                 Pick::Serve { key_id, lane } => {
                     self.publish(&plan, Some(&key_id)).await;
+                    let group = match lane {
+                        Lane::Bulk => {
+                            (self.queue).companions(&plan.views, plan.head, &key_id, self.fill())
+                        }
+                        Lane::Online => Vec::new(),
+                    };
+                    let ok = if group.is_empty() {
+                        self.serve_turn(&plan, &key_id, lane, cancel).await
+                    } else {
+                        let ids = [vec![key_id], group].concat();
+                        self.serve_group(&plan, &ids, cancel).await
+                    };
                     // A failing key goes to the back of the queue; pause so that a key that
                     // fails every time does not spin the loop.
-                    if !self.serve_turn(&plan, &key_id, lane, cancel).await
-                        && !self.pause(cancel).await
-                    {
+                    if !ok && !self.pause(cancel).await {
                         break;
                     }
                 }
@@ -197,6 +213,20 @@ impl<S: DetectionScheme> Worker<S> {
             .min_load_batch
             .set(policy.min_batch as i64);
         policy
+    }
+
+    /// How a turn fills the pool with keys served together: for a batch scheme, up to
+    /// [`GROUP_KEYS`] keys at one batch; otherwise keys until every thread has a message.
+    fn fill(&self) -> Fill {
+        match self.scheme.detection() {
+            crate::scheme::Detection::PerBatch { .. } => Fill::Batch {
+                max_keys: GROUP_KEYS,
+            },
+            crate::scheme::Detection::PerMessage => Fill::Messages {
+                threads: self.pools.threads() as u64,
+                limit: self.batch_limit() as u64,
+            },
+        }
     }
 
     /// Renew the leases, list this worker's keys with the board head, drop cached keys no

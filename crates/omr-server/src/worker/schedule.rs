@@ -53,7 +53,7 @@ pub(super) struct KeyView {
 
 impl KeyView {
     /// Messages it can detect now with the board at `head`.
-    fn behind(&self, head: u64) -> u64 {
+    pub(super) fn behind(&self, head: u64) -> u64 {
         self.head.min(head).saturating_sub(self.cursor)
     }
 }
@@ -160,6 +160,59 @@ impl Queue {
             until = Some(until.map_or(due, |u| u.min(due)));
         }
         Pick::Idle { until }
+    }
+}
+
+/// How a turn fills the pool with keys served together (see [`Queue::companions`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Fill {
+    /// A batch scheme: up to `max_keys` keys at the same batch, in one pass over its shared work.
+    Batch { max_keys: usize },
+    /// A scheme that detects one message at a time, each message on a thread: keys until the
+    /// turn has a message per thread (a key contributes at most `limit`, its batch).
+    Messages { threads: u64, limit: u64 },
+}
+
+impl Queue {
+    /// The keys to serve with `leader` in one turn, in queue order: offline keys in memory with
+    /// messages to detect, when `leader` is one too. A batch scheme groups the keys at
+    /// `leader`'s batch (and reach); a per-message scheme adds keys only while the turn's
+    /// messages cannot fill the threads, so a key far behind still has its turn to itself.
+    /// Online keys are never grouped: they keep their own lane.
+    pub(super) fn companions(
+        &self,
+        keys: &[KeyView],
+        head: u64,
+        leader: &str,
+        fill: Fill,
+    ) -> Vec<String> {
+        let Some(lead) = keys.iter().find(|k| k.key_id == leader) else {
+            return Vec::new();
+        };
+        if lead.online || !lead.cached {
+            return Vec::new();
+        }
+        let candidates = (self.order(keys, head).into_iter())
+            .filter(|k| k.key_id != leader && k.cached && !k.online);
+        match fill {
+            Fill::Batch { max_keys } => candidates
+                .filter(|k| k.batch == lead.batch && k.head == lead.head)
+                .take(max_keys.saturating_sub(1))
+                .map(|k| k.key_id.clone())
+                .collect(),
+            Fill::Messages { threads, limit } => {
+                let mut work = lead.behind(head).min(limit);
+                let mut out = Vec::new();
+                for k in candidates {
+                    if work >= threads {
+                        break;
+                    }
+                    work += k.behind(head).min(limit);
+                    out.push(k.key_id.clone());
+                }
+                out
+            }
+        }
     }
 }
 
@@ -357,6 +410,59 @@ mod tests {
         // first: 10 messages; second: 10 + a load and 5 messages; deferred: its wait runs out
         // 60 s after it started waiting (now), then a load and 1 message.
         assert_eq!(secs, vec![("first", 10), ("second", 18), ("deferred", 64)]);
+    }
+
+    #[test]
+    fn keys_a_few_messages_behind_share_a_turn_until_it_fills_the_threads() {
+        let t0 = Instant::now();
+        let mut q = Queue::default();
+        let keys = vec![
+            key("lead", 9, false, true),
+            key("online", 9, true, true),
+            key("cold", 9, false, false),
+            key("b", 8, false, true),
+            key("c", 9, false, true),
+            key("d", 9, false, true),
+            key("done", 10, false, true),
+        ];
+        q.observe(&keys[..1], 10, t0);
+        q.observe(&keys, 10, t0 + Duration::from_secs(1));
+        let fill = |threads| Fill::Messages { threads, limit: 64 };
+        // One message for "lead", two for "b", one for "c": four threads are full.
+        assert_eq!(q.companions(&keys, 10, "lead", fill(4)), ["b", "c"]);
+        assert_eq!(
+            q.companions(&keys, 10, "lead", fill(1)),
+            Vec::<String>::new()
+        );
+        assert_eq!(q.companions(&keys, 10, "lead", fill(16)), ["b", "c", "d"]);
+        // A key far behind fills the threads alone; an online or cold leader serves alone.
+        let far = [vec![key("far", 0, false, true)], keys.clone()].concat();
+        q.observe(&far, 100, t0);
+        assert!(q.companions(&far, 100, "far", fill(16)).is_empty());
+        assert!(q.companions(&keys, 10, "online", fill(16)).is_empty());
+        assert!(q.companions(&keys, 10, "cold", fill(16)).is_empty());
+    }
+
+    #[test]
+    fn a_batch_scheme_groups_the_keys_at_the_leaders_batch() {
+        let t0 = Instant::now();
+        let mut q = Queue::default();
+        let at = |id: &str, cursor: u64| KeyView {
+            batch: cursor / 4096,
+            head: 8192,
+            ..key(id, cursor, false, true)
+        };
+        let keys = vec![
+            at("a", 0),
+            at("b", 4096),
+            at("c", 100),
+            at("d", 0),
+            at("e", 0),
+        ];
+        q.observe(&keys, 9000, t0);
+        let fill = Fill::Batch { max_keys: 3 };
+        assert_eq!(q.companions(&keys, 9000, "a", fill), ["c", "d"]);
+        assert!(q.companions(&keys, 9000, "b", fill).is_empty());
     }
 
     #[test]

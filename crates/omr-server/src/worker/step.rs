@@ -69,6 +69,19 @@ pub(super) async fn prepare<S: DetectionScheme>(
     limit: usize,
     reach: u64,
 ) -> anyhow::Result<Option<Job<S>>> {
+    prepare_reading(ctx, cache, key, limit, reach, true).await
+}
+
+/// [`prepare`], reading a batch scheme's messages only when `read` (a group's companions leave
+/// them to the first job: see [`run_group`]).
+async fn prepare_reading<S: DetectionScheme>(
+    ctx: &WorkerContext,
+    cache: &mut KeyCache<S>,
+    key: &ActiveKey,
+    limit: usize,
+    reach: u64,
+    read: bool,
+) -> anyhow::Result<Option<Job<S>>> {
     let cursor = next_index(cache, key);
     let scheme = cache.scheme().clone();
     if scheme.detection().batch().is_some() {
@@ -83,7 +96,7 @@ pub(super) async fn prepare<S: DetectionScheme>(
             return Ok(None);
         }
         let count = (end - from) as usize;
-        let messages = if scheme.has_prepared(from, count) {
+        let messages = if !read || scheme.has_prepared(from, count) {
             Vec::new()
         } else {
             let mut m = read_batch(ctx, from, count).await?;
@@ -205,6 +218,92 @@ impl<S: DetectionScheme> Job<S> {
             folded: committed.then_some(folded),
         })
     }
+}
+
+/// The next batch of each of `keys` (as [`prepare`]; keys with nothing to detect or not in
+/// memory are left out). A batch scheme's batch is read once, by the first job.
+pub(super) async fn prepare_group<S: DetectionScheme>(
+    ctx: &WorkerContext,
+    cache: &mut KeyCache<S>,
+    keys: &[ActiveKey],
+    limit: usize,
+    reach: u64,
+) -> anyhow::Result<Vec<Job<S>>> {
+    let mut jobs: Vec<Job<S>> = Vec::with_capacity(keys.len());
+    for key in keys {
+        let read = jobs.is_empty();
+        if let Some(job) = prepare_reading(ctx, cache, key, limit, reach, read).await? {
+            jobs.push(job);
+        }
+    }
+    Ok(jobs)
+}
+
+/// Several keys' jobs at once on `pool`, so that keys whose work alone cannot fill the pool
+/// share it: a batch scheme's jobs of one batch in one pass over its shared work
+/// ([`DetectionScheme::detect_many`]), other jobs side by side. Each key commits on its own
+/// (compare-and-set on its cursor), so a crash in the middle leaves every key either committed
+/// or where it was. One result per job, in order.
+pub(super) async fn run_group<S: DetectionScheme>(
+    mut jobs: Vec<Job<S>>,
+    ctx: Arc<WorkerContext>,
+    pool: Arc<rayon::ThreadPool>,
+    lane: Lane,
+) -> anyhow::Result<Vec<anyhow::Result<Done<S>>>> {
+    let one_batch = jobs.first().and_then(|j| j.batch);
+    if one_batch.is_none() || jobs.iter().any(|j| j.batch != one_batch) {
+        let runs = jobs
+            .into_iter()
+            .map(|j| j.run(ctx.clone(), pool.clone(), lane));
+        return Ok(futures::future::join_all(runs).await);
+    }
+    let (first, count) = one_batch.expect("a batch");
+    let started = Instant::now();
+    let mut messages = jobs
+        .iter_mut()
+        .map(|j| std::mem::take(&mut j.messages))
+        .find(|m| !m.is_empty())
+        .unwrap_or_default();
+    let mut states = None;
+    for attempt in 0..2 {
+        if attempt == 1 {
+            // The preparation was evicted since `prepare` looked: read the batch after all.
+            messages = read_batch(&ctx, first, count).await?;
+            messages.truncate(count);
+        }
+        let (scheme, keys, hooks) = (jobs[0].scheme.clone(), keys_of(&jobs), ctx.hooks.clone());
+        let batch = std::mem::take(&mut messages);
+        let (held, batch) = on_pool(&pool, move || {
+            hooks.before_job(lane);
+            let refs: Vec<&S::Key> = keys.iter().map(|k| k.as_ref()).collect();
+            (scheme.detect_many(&refs, first, count, &batch), batch)
+        })
+        .await?;
+        messages = batch;
+        states = held?;
+        if states.is_some() {
+            break;
+        }
+    }
+    let states = states.ok_or_else(|| anyhow::anyhow!("batch at {first} was not prepared"))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let end = first + count as u64;
+    let mut done = Vec::with_capacity(jobs.len());
+    for (job, folded) in jobs.into_iter().zip(states) {
+        let committed = commit::<S>(&ctx, &job.key_id, job.cursor, &folded).await;
+        done.push(committed.map_err(Into::into).map(|committed| Done {
+            count: (end - job.cursor) as usize,
+            key_id: job.key_id,
+            cursor: job.cursor,
+            seconds,
+            folded: committed.then_some(folded),
+        }));
+    }
+    Ok(done)
+}
+
+fn keys_of<S: DetectionScheme>(jobs: &[Job<S>]) -> Vec<Arc<S::Key>> {
+    jobs.iter().map(|j| j.key.clone()).collect()
 }
 
 /// After a job: wake who waits for the key, count, and keep its state open in the cache (or,

@@ -66,6 +66,83 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         ok
     }
 
+    /// Serve the offline keys `ids` of `plan`, all in memory, together: one batch each, run at
+    /// once on the bulk pool (`step::run_group`), while the loop serves online keys as messages
+    /// arrive; then requeue them. False when a batch failed (logged).
+    pub(super) async fn serve_group(
+        &mut self,
+        plan: &Plan,
+        ids: &[String],
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> bool {
+        self.leases.renew_if_due(&self.state).await;
+        let keys: Vec<ActiveKey> = (plan.keys.iter())
+            .filter(|k| ids.contains(&k.key_id) && self.leases.holds(&k.key_id))
+            .cloned()
+            .collect();
+        let mut ok = true;
+        if !keys.is_empty() && !cancel.is_cancelled() {
+            ok = self.group_batch(plan, &keys).await;
+        }
+        let now = Instant::now();
+        for id in ids {
+            self.queue.requeue(id, now);
+        }
+        ok
+    }
+
+    /// One batch of each of `keys` (offline, in memory) side by side on the bulk pool.
+    async fn group_batch(&mut self, plan: &Plan, keys: &[ActiveKey]) -> bool {
+        let reach = self.reach(plan.head, false);
+        let limit = self.batch_limit();
+        let span = tracing::info_span!("detect_group", keys = keys.len());
+        let prepared = step::prepare_group(&self.state, &mut self.cache, keys, limit, reach)
+            .instrument(span.clone())
+            .await;
+        let jobs = match prepared {
+            Ok(jobs) if jobs.is_empty() => return true,
+            Ok(jobs) => jobs,
+            Err(e) => {
+                tracing::error!(keys = keys.len(), error = %e, "preparing a group of keys failed");
+                return false;
+            }
+        };
+        let m = &self.state.metrics.detection;
+        m.group_turns.inc();
+        m.group_keys.inc_by(jobs.len() as u64);
+        let pool = self.pools.of(Lane::Bulk).clone();
+        let run = step::run_group(jobs, self.state.clone(), pool, Lane::Bulk);
+        let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
+        let dones = match self
+            .alongside_online(plan, &busy, run.instrument(span))
+            .await
+        {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!(keys = keys.len(), error = %e, "a group of keys failed");
+                return false;
+            }
+        };
+        let (mut ok, mut count, mut seconds) = (true, 0, 0f64);
+        for done in dones {
+            match done {
+                Ok(done) => {
+                    let b = step::finish(&self.state, &mut self.cache, done);
+                    count += b.count;
+                    seconds = seconds.max(b.seconds);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "detection step failed in a group");
+                    ok = false;
+                }
+            }
+        }
+        if count > 0 {
+            self.record(count, seconds);
+        }
+        ok
+    }
+
     /// One batch of `key` on `lane`'s pool: load the key if it is not in memory (and has
     /// anything to detect), then prepare, detect and commit, and finish. With `alongside`, the
     /// load and the job run as tasks of their own while the loop serves the other online keys
@@ -85,7 +162,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             }
             let load = (self.cache).begin_load(&self.state, &pool, key, &plan.online);
             let loaded = if alongside {
-                self.alongside_online(plan, &key.key_id, load).await
+                self.alongside_online(plan, &[&key.key_id], load).await
             } else {
                 load.await
             };
@@ -98,7 +175,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         };
         let run = job.run(self.state.clone(), pool, lane);
         let done = if alongside {
-            self.alongside_online(plan, &key.key_id, run).await?
+            self.alongside_online(plan, &[&key.key_id], run).await?
         } else {
             run.await?
         };
@@ -111,12 +188,12 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     async fn alongside_online<T: Send + 'static>(
         &mut self,
         plan: &Plan,
-        busy: &str,
+        busy: &[&str],
         work: impl Future<Output = anyhow::Result<T>> + Send + 'static,
     ) -> anyhow::Result<T> {
         let work = supervise::in_incarnation(work.in_current_span());
         let mut task = AbortOnDrop(tokio::spawn(work));
-        let joined = if plan.online.iter().all(|k| k == busy) {
+        let joined = if plan.online.iter().all(|k| busy.contains(&k.as_str())) {
             (&mut task.0).await
         } else {
             let notify = self.state.board_notify.clone();
@@ -151,10 +228,11 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         }
     }
 
-    /// Serve every online key of `plan` but `busy` on the online pool until it caught up.
-    async fn serve_online(&mut self, plan: &Plan, busy: &str) {
+    /// Serve every online key of `plan` but those in `busy` on the online pool until it caught
+    /// up.
+    async fn serve_online(&mut self, plan: &Plan, busy: &[&str]) {
         for key in plan.keys.iter().filter(|k| plan.online.contains(&k.key_id)) {
-            if key.key_id == busy {
+            if busy.contains(&key.key_id.as_str()) {
                 continue;
             }
             while self.leases.holds(&key.key_id) {

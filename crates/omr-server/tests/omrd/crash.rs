@@ -2,8 +2,8 @@
 //! (from a printed seed, `OMR_TEST_SEED` replays it) while it detects, restarted on the same
 //! store, and in the end every recipient's digest decodes to exactly its messages: nothing
 //! lost, nothing folded twice. The same for omr-light-v1, whose batches are detected whole and
-//! whose open batch is detected again as it grows. (`fleet.rs` runs several processes on one
-//! PostgreSQL with the helpers here.)
+//! whose open batch is detected again as it grows, and for turns that serve several keys at
+//! once. (`fleet.rs` runs several processes on one PostgreSQL with the helpers here.)
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +16,8 @@ use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_proto::v1::registration_header::Start;
 use omr_store::Backend;
 use omr_test_support::{
-    insecure_keys, light_message, seeded_rng, test_each_backend, Omrd, RawClient, Recipient, TestDb,
+    insecure_keys, light_message, seeded_rng, test_each_backend, wait_until, Omrd, RawClient,
+    Recipient, TestDb,
 };
 use rand::Rng;
 
@@ -94,7 +95,11 @@ async fn sigkill_during_detection_loses_nothing_and_folds_nothing_twice(db: &Tes
     });
     let (dir, _tmp) = data_dir(db);
     let noise = insecure_keys(4);
-    let mut o = start(&dir, db, &[]);
+    // Six threads and batches of two: keys a few messages behind are served together, so
+    // some kills fall inside a turn of several keys.
+    let threads = [("OMR_WORKER_THREADS", "6")];
+    let mut o = start(&dir, db, &threads);
+    let mut group_turns = 0.0;
     let mut recipients = Vec::new();
     for _ in 0..3 {
         recipients.push(
@@ -107,6 +112,14 @@ async fn sigkill_during_detection_loses_nothing_and_folds_nothing_twice(db: &Tes
     let mut n = 0u64;
     for round in 0..4 {
         let api = o.client();
+        // A first message has every key loaded (one turn each); then each of the round's
+        // messages puts all three, in memory, behind together.
+        api.post(&noise.clue_key, b"warm-up").await;
+        n += 1;
+        wait_until(Duration::from_secs(60), "every key is loaded", || async {
+            api.metric("omr_keys_loaded").await == Some(3.0)
+        })
+        .await;
         for _ in 0..40 {
             let to = rng.gen_range(0..12usize);
             let payload = format!("round {round} message {n}").into_bytes();
@@ -121,14 +134,23 @@ async fn sigkill_during_detection_loses_nothing_and_folds_nothing_twice(db: &Tes
         }
         // Kill while the worker is detecting.
         tokio::time::sleep(Duration::from_millis(rng.gen_range(20..400))).await;
+        group_turns += api
+            .metric("omr_detect_group_turns_total")
+            .await
+            .unwrap_or(0.0);
         o.kill();
-        o = start(&dir, db, &[]);
+        o = start(&dir, db, &threads);
     }
     // Let it catch up, then every digest must be exact.
     let api = o.client();
     for (r, w) in recipients.iter().zip(&want) {
         assert_exact(&api, r, n, w).await;
     }
+    group_turns += api
+        .metric("omr_detect_group_turns_total")
+        .await
+        .unwrap_or(0.0);
+    assert!(group_turns >= 1.0, "no turn served several keys");
     o.kill();
 }
 

@@ -1,7 +1,8 @@
 //! A fleet of `omrd` processes on one PostgreSQL: the keys follow the live workers. A process
 //! that joins takes half of 8 keys within two lease periods without anyone restarting, and the
 //! split then holds; a killed process's keys move to the survivor once its lease expires; every
-//! digest stays exact. And a worker whose store calls keep failing is reported unready.
+//! digest stays exact; both processes serve their keys in turns of several keys on their
+//! pools. And a worker whose store calls keep failing is reported unready.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -16,14 +17,36 @@ use crate::crash::{assert_exact, start};
 /// The lease of these tests (omrd's default is 30 s).
 const LEASE_SECS: u64 = 3;
 
-/// omrd named `worker_id` with a short lease, its data in `dir`.
+/// omrd named `worker_id` with a short lease, its data in `dir`; six detection threads (keys a
+/// message behind are served together) and recipients online for a second after they ask.
 fn worker(dir: &Path, db: &TestDb, worker_id: &str) -> Omrd {
     let lease = LEASE_SECS.to_string();
     start(
         dir,
         db,
-        &[("OMR_WORKER_ID", worker_id), ("OMR_LEASE_SECS", &lease)],
+        &[
+            ("OMR_WORKER_ID", worker_id),
+            ("OMR_LEASE_SECS", &lease),
+            ("OMR_WORKER_THREADS", "6"),
+            ("OMR_ONLINE_SECS", "1"),
+        ],
     )
+}
+
+/// A process's `name` metric (0 when it has none yet).
+async fn metric(o: &Omrd, name: &str) -> f64 {
+    o.client().metric(name).await.unwrap_or(0.0)
+}
+
+/// Wait until `a` and `b` together detected `more` key·messages past `from` (their
+/// `omr_detections_total`), without asking for a digest (the recipients stay offline).
+async fn wait_detected(a: &Omrd, b: &Omrd, from: f64, more: f64) -> f64 {
+    let want = from + more;
+    wait_for(Duration::from_secs(60), "both workers detect", || async {
+        let n = metric(a, "omr_detections_total").await + metric(b, "omr_detections_total").await;
+        (n >= want).then_some(n)
+    })
+    .await
 }
 
 /// Run `sql` on `db`.
@@ -141,7 +164,18 @@ async fn a_joining_worker_takes_half_the_keys_and_a_killed_ones_keys_move() {
     )
     .await;
     assert_eq!(lease_owners(&db).await, split, "keys moved after the split");
-    post_round_robin(&b.client(), &recipients, 8..16, &mut want).await;
+    // One message loads B's keys (and wakes A's, offline again by now); then each message puts
+    // each process's four keys, in memory, a message behind together: both serve them in
+    // turns of several keys on their pools.
+    let before = metric(&a, "omr_detections_total").await;
+    post_round_robin(&b.client(), &recipients, 8..9, &mut want).await;
+    let detected = wait_detected(&a, &b, before, 8.0).await;
+    post_round_robin(&b.client(), &recipients, 9..16, &mut want).await;
+    wait_detected(&a, &b, detected, 7.0 * 8.0).await;
+    for o in [&a, &b] {
+        let turns = metric(o, "omr_detect_group_turns_total").await;
+        assert!(turns >= 1.0, "a worker served no turn of several keys");
+    }
     for (r, w) in recipients.iter().zip(&want) {
         assert_exact(&api, r, 16, w).await;
     }
