@@ -308,6 +308,8 @@ async fn main() -> anyhow::Result<()> {
                 "wall_s": detect_wall,
                 // Posting the board (ingest) and detecting it, together.
                 "cpu_s_with_ingest": detect_cpu,
+                // omrd's cores while the keys were behind (its CPU over the wall time).
+                "omrd_cores_busy": detect_cpu / detect_wall,
                 "pool_s": pool_secs,
                 "cpu_us_per_message_all_keys": detect_cpu / board as f64 * 1e6,
                 "cpu_us_per_message_key": detect_cpu / pairs * 1e6,

@@ -114,6 +114,7 @@ impl Application {
             metrics: service.metrics.clone(),
             board_notify,
             progress: service.progress.clone(),
+            roster: service.roster.clone(),
             worker_health: worker_health.clone(),
             hooks: Arc::new(NoHooks),
         };

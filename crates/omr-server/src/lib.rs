@@ -29,6 +29,7 @@ pub mod memory;
 pub mod metrics;
 pub mod presence;
 pub mod progress;
+pub mod roster;
 pub mod scheme;
 pub mod service;
 pub mod set;

@@ -14,6 +14,7 @@
 //!
 //! By default a warm-up comes first (one message every key detects), so that every key's first
 //! load from the store is not counted in the steady state; it is reported on its own.
+//! Long: one benchmark's phases in order (keys, baseline, warm-up, slow board, report); splitting them would scatter one run.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -107,13 +108,17 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
         .data_dir
         .clone()
         .unwrap_or_else(|| tmp.path().to_path_buf());
+    let threads = match a.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
     let config = omr_server::Config {
         http_addr: "127.0.0.1:0".parse()?,
         grpc_addr: "127.0.0.1:0".parse()?,
         data_dir,
         param_set: set.to_string(),
         allow_insecure_params: insecure,
-        worker_threads: a.threads,
+        worker_threads: threads,
         key_memory_bytes: a.memory_keys.max(1) * key_bytes + key_bytes / 2,
         key_max_wait_secs: a.max_wait_secs,
         max_keys: a.keys as u64 + 1,
@@ -184,6 +189,7 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
     };
     covered.lock().expect("lock").clear();
     let before = counters(&client).await?;
+    let cpu_before = super::postage::process_cpu_secs();
     let started = Instant::now();
     let total = a.duration_secs * 1000 / a.interval_ms.max(1);
     let pb = ui.items("posting a slow board", total, "");
@@ -201,6 +207,11 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
     let drained = wait_all_covered(&store, full(head), a.max_wait_secs).await?;
     pb.finish_and_clear();
     let elapsed = started.elapsed().as_secs_f64();
+    // The whole process (the embedded omrd, the posting client, the cursor tracker): while
+    // keys are behind, nearly all of it is detection.
+    let cpu_secs = cpu_before
+        .zip(super::postage::process_cpu_secs())
+        .map(|(b, a)| a - b);
     let after = counters(&client).await?;
     tracker.abort();
     keep_online.abort();
@@ -232,6 +243,10 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
         "interval_ms": a.interval_ms,
         "board_messages": head - first.unwrap_or(head),
         "seconds": elapsed,
+        "threads": threads,
+        "cpu_seconds": cpu_secs,
+        "cores_busy": cpu_secs.map(|c| c / elapsed),
+        "cores_busy_share": cpu_secs.map(|c| c / elapsed / threads as f64),
         "one_detection_p50_s": one,
         "one_detection_p95_s": percentile(&baseline, 0.95),
         "online_p50_s": percentile(&online_lat, 0.5),

@@ -3,7 +3,9 @@
 //! deployment-wide group is read from the store when `/metrics` is scraped, so it tells the truth
 //! in every process (API-only ones too) and covers keys no worker holds.
 
-use prometheus::{Counter, Gauge, IntCounter, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    Counter, Gauge, Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 /// The detection metrics.
 #[derive(Debug, Clone)]
@@ -27,6 +29,9 @@ pub struct DetectionMetrics {
     /// pool), and the keys they served.
     pub group_turns: IntCounter,
     pub group_keys: IntCounter,
+    /// Time the worker loop spends planning each turn (its leases, its keys and the board head
+    /// from the store, the queue, these metrics): what every turn pays whatever it detects.
+    pub plan_seconds: Histogram,
     /// Deployment-wide, read from the store at scrape time: keys behind the board head, keys
     /// that no live worker leases, and the age of the oldest message some key has not detected.
     pub keys_behind: IntGauge,
@@ -82,6 +87,14 @@ impl DetectionMetrics {
                 "Keys served by detection turns that served several at once",
             )
             .expect("metric"),
+            plan_seconds: Histogram::with_opts(
+                HistogramOpts::new(
+                    "detect_plan_seconds",
+                    "Time the detection worker spends planning one turn (leases, key list, board head, queue)",
+                )
+                .buckets(prometheus::exponential_buckets(0.000_25, 2.0, 14).expect("buckets")),
+            )
+            .expect("metric"),
             keys_behind: g(
                 "keys_behind",
                 "Registered keys with board messages not yet detected (all keys)",
@@ -115,6 +128,7 @@ impl DetectionMetrics {
             Box::new(m.min_load_batch.clone()),
             Box::new(m.group_turns.clone()),
             Box::new(m.group_keys.clone()),
+            Box::new(m.plan_seconds.clone()),
             Box::new(m.keys_behind.clone()),
             Box::new(m.keys_unassigned.clone()),
             Box::new(m.oldest_undetected_seconds.clone()),

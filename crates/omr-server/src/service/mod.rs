@@ -53,6 +53,8 @@ pub struct Service {
     pub presence: Presence,
     /// Each key's cursor as commits move it, for calls waiting for a key's next message.
     pub progress: Arc<KeyProgress>,
+    /// Registrations and deletions, for the worker to list its keys again.
+    pub roster: Arc<crate::roster::RosterChanges>,
     /// Attachment epochs built for PIR.
     pub pir: pir::PirEpochs,
     /// Digest keys and encoded digests, for both transports.
@@ -84,6 +86,7 @@ impl Service {
             ingestor,
             metrics,
             progress,
+            roster: Arc::default(),
         }
     }
 

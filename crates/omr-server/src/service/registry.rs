@@ -134,6 +134,7 @@ pub async fn register(
             refusal
         })?;
     count(svc, "registered");
+    svc.roster.changed();
     let invited = invite_hash.is_some();
     tracing::info!(%key_id, bytes = key.len(), start_index, invited, "detection key registered");
     Ok(Registered {
@@ -152,6 +153,7 @@ pub async fn delete(
     super::auth::authorize(&svc.store, key_id, authorization).await?;
     (svc.store.delete_key(key_id).await)
         .map_err(|e| ServiceError::internal("deleting a key", e))?;
+    svc.roster.changed();
     tracing::info!(%key_id, "detection key deleted");
     Ok(())
 }

@@ -41,6 +41,9 @@ pub(super) struct KeyCache<S: DetectionScheme> {
     load_secs: Option<f64>,
     /// Loads begun and not yet ended (their room is reserved).
     loading: usize,
+    /// The cursors of keys evicted since the worker last listed its keys, where the list may
+    /// still show an older one.
+    evicted: HashMap<String, u64>,
     files: KeyFiles<S>,
 }
 
@@ -56,6 +59,7 @@ impl<S: DetectionScheme> KeyCache<S> {
             key_bytes: 0,
             load_secs: None,
             loading: 0,
+            evicted: HashMap::new(),
             files: KeyFiles::open(config, &state.metrics, scheme),
         }
     }
@@ -90,9 +94,10 @@ impl<S: DetectionScheme> KeyCache<S> {
         self.keys.contains_key(key_id)
     }
 
-    /// The cursor cached for `key_id`, if it is cached.
+    /// The cursor this worker last knew for `key_id`: its entry's, or the one it had when it
+    /// was evicted.
     pub(super) fn cursor(&self, key_id: &str) -> Option<u64> {
-        self.keys.get(key_id).map(|c| c.cursor)
+        (self.keys.get(key_id).map(|c| c.cursor)).or_else(|| self.evicted.get(key_id).copied())
     }
 
     /// Make room for `key` (evicting least recently used keys, never a key in `pinned` while
@@ -131,12 +136,13 @@ impl<S: DetectionScheme> KeyCache<S> {
         self.load_secs = Some(self.load_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
         let bytes = S::key_memory_bytes(&loaded);
         self.key_bytes = self.key_bytes.max(bytes);
+        let evicted = self.evicted.remove(&key.key_id).unwrap_or(0);
         self.keys.insert(
             key.key_id.clone(),
             CachedKey {
                 key: loaded,
                 state: None,
-                cursor: key.cursor,
+                cursor: key.cursor.max(evicted),
                 bytes,
                 used: Instant::now(),
             },
@@ -159,12 +165,15 @@ impl<S: DetectionScheme> KeyCache<S> {
     /// Forget `key_id`: the next batch reloads it and its cursor.
     pub(super) fn remove(&mut self, key_id: &str) {
         self.keys.remove(key_id);
+        self.evicted.remove(key_id);
     }
 
-    /// Drop every key not among `keys` (deleted, or no longer leased here).
+    /// Drop every key not among `keys` (deleted, or no longer leased here), and the evicted
+    /// keys' cursors: `keys` were just listed from the store, with their cursors.
     pub(super) fn retain_only(&mut self, keys: &[ActiveKey]) {
-        self.keys
-            .retain(|id, _| keys.iter().any(|k| &k.key_id == id));
+        let ids: HashSet<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
+        self.keys.retain(|id, _| ids.contains(id.as_str()));
+        self.evicted.clear();
     }
 
     /// Whether one more key fits without evicting one (keys being loaded count as held).
@@ -184,7 +193,9 @@ impl<S: DetectionScheme> KeyCache<S> {
                 .map(|(k, _)| k.clone())
                 .expect("not empty");
             tracing::debug!(key_id = %victim, "evicting expanded key to make room");
-            self.keys.remove(&victim);
+            if let Some(gone) = self.keys.remove(&victim) {
+                self.evicted.insert(victim, gone.cursor);
+            }
         }
     }
 }

@@ -28,6 +28,8 @@ pub struct WorkerContext {
     pub board_notify: Arc<Notify>,
     /// Where commits move each key's cursor, for the recipients waiting on it.
     pub progress: Arc<KeyProgress>,
+    /// Keys registered or deleted through this process: list them again at the next plan.
+    pub roster: Arc<crate::roster::RosterChanges>,
     /// Restarts and failing rounds, which `/readyz` reads.
     pub worker_health: Arc<WorkerHealth>,
     /// Called before each detection job ([`NoHooks`] in omrd).

@@ -53,6 +53,11 @@ pub use retention::retention;
 /// memory-bound, and the plaintexts are half of a lone key's traffic.
 const GROUP_KEYS: usize = 8;
 
+/// How long the worker plans from its last listing of its keys before it lists them again: how
+/// stale its view of who is online may be (their presence is written by whichever process
+/// serves them), and of keys registered through another process.
+const LIST_EVERY: Duration = Duration::from_secs(1);
+
 /// What the worker loop holds from one turn to the next.
 struct Worker<S: DetectionScheme> {
     state: Arc<WorkerContext>,
@@ -65,15 +70,27 @@ struct Worker<S: DetectionScheme> {
     /// Mean wall seconds per detected message on a whole pool (exponentially weighted).
     per_message_secs: Option<f64>,
     published: publish::Published,
+    /// This worker's keys as last listed from the store.
+    listed: Option<Listed>,
 }
 
-/// This worker's keys as one turn's decision sees them.
+/// This worker's keys as last listed from the store, and when; the views of them that each
+/// plan brings up to date in place.
+struct Listed {
+    at: Instant,
+    keys: Arc<Vec<ActiveKey>>,
+    online: Arc<HashSet<String>>,
+    views: Arc<Vec<KeyView>>,
+}
+
+/// This worker's keys as one turn's decision sees them (shared with the listing it comes
+/// from: a plan copies nothing per key).
 struct Plan {
     head: u64,
-    keys: Vec<ActiveKey>,
-    views: Vec<KeyView>,
+    keys: Arc<Vec<ActiveKey>>,
+    views: Arc<Vec<KeyView>>,
     /// Keys of online recipients (pinned in memory).
-    online: HashSet<String>,
+    online: Arc<HashSet<String>>,
 }
 
 /// The worker, supervised: the loop runs until `cancel` fires (after finishing the batch in
@@ -150,6 +167,7 @@ impl<S: DetectionScheme> Worker<S> {
             poll,
             per_message_secs: None,
             published: publish::Published::new(),
+            listed: None,
         }
     }
 
@@ -158,7 +176,12 @@ impl<S: DetectionScheme> Worker<S> {
     /// when the store fails.
     async fn serve_until(&mut self, cancel: &CancellationToken) {
         while !cancel.is_cancelled() {
+            let planning = Instant::now();
             let planned = self.plan().await;
+            if planned.is_some() {
+                let took = planning.elapsed().as_secs_f64();
+                self.state.metrics.detection.plan_seconds.observe(took);
+            }
             self.state.worker_health.round_planned(planned.is_some());
             let Some(plan) = planned else {
                 if self.pause(cancel).await {
@@ -229,63 +252,97 @@ impl<S: DetectionScheme> Worker<S> {
         }
     }
 
-    /// Renew the leases, list this worker's keys with the board head, drop cached keys no
-    /// longer held, and update the queue and metrics; `None` (logged) when the store fails.
+    /// Plan a turn: the board head, and this worker's keys with their cursors and who is
+    /// online; `None` (logged) when the store fails. What does not change from turn to turn is
+    /// not read every turn: the leases are renewed when a third of the lease went by, and the
+    /// keys listed from the store at most every [`LIST_EVERY`] (their cursors meanwhile are the
+    /// cache's, which sees every commit this worker makes), both at once after this process
+    /// registered or deleted a key. So a turn's planning reads one row at any number of keys.
     async fn plan(&mut self) -> Option<Plan> {
-        if let Err(e) = self.leases.renew(&self.state).await {
-            tracing::error!(error = %e, "renewing leases failed; retrying");
-            return None;
+        let changed = self.state.roster.take();
+        let renew = changed || self.leases.due();
+        if renew {
+            if let Err(e) = self.leases.renew(&self.state).await {
+                tracing::error!(error = %e, "renewing leases failed; retrying");
+                self.state.roster.changed(); // list again once it succeeds
+                return None;
+            }
         }
-        let listed = async {
-            let keys = self.state.store.active_keys().await?;
-            let head = self.state.store.board_head().await?;
-            Ok::<_, omr_store::StoreError>((keys, head))
-        };
-        let (all, head) = match listed.await {
-            Ok(v) => v,
+        let stale = (self.listed.as_ref()).is_none_or(|l| l.at.elapsed() >= LIST_EVERY);
+        let relist = renew || stale;
+        if relist {
+            let keys = match self.state.store.active_keys().await {
+                Ok(all) => (all.into_iter())
+                    .filter(|k| self.leases.holds(&k.key_id))
+                    .collect::<Vec<_>>(),
+                Err(e) => {
+                    tracing::error!(error = %e, "listing keys failed; retrying");
+                    return None;
+                }
+            };
+            self.cache.retain_only(&keys);
+            self.listed = Some(self.listing(keys));
+        }
+        let head = match self.state.store.board_head().await {
+            Ok(head) => head,
             Err(e) => {
-                tracing::error!(error = %e, "listing keys failed; retrying");
+                tracing::error!(error = %e, "reading the board head failed; retrying");
                 return None;
             }
         };
-        let keys: Vec<ActiveKey> = all
-            .into_iter()
-            .filter(|k| self.leases.holds(&k.key_id))
-            .collect();
-        self.cache.retain_only(&keys);
+        let batch = self.scheme.detection().batch();
+        let reach = [
+            self.reach(head, false).min(head),
+            self.reach(head, true).min(head),
+        ];
+        let listed = self.listed.as_mut().expect("listed above");
+        let cache = &self.cache;
+        for (v, k) in Arc::make_mut(&mut listed.views)
+            .iter_mut()
+            .zip(listed.keys.iter())
+        {
+            v.cursor = cache.cursor(&k.key_id).unwrap_or(k.cursor).max(k.cursor);
+            v.batch = batch.map_or(0, |d| v.cursor / d);
+            v.head = reach[usize::from(v.online)];
+            v.cached = cache.contains(&k.key_id);
+        }
+        let plan = Plan {
+            head,
+            keys: listed.keys.clone(),
+            views: listed.views.clone(),
+            online: listed.online.clone(),
+        };
+        self.queue.observe(&plan.views, head, Instant::now());
+        if relist {
+            self.report(&plan);
+        }
+        Some(plan)
+    }
+
+    /// `keys` just listed, who of them is online now, and their views (brought up to date by
+    /// each plan).
+    fn listing(&self, keys: Vec<ActiveKey>) -> Listed {
         let now_ms = crate::presence::now_ms();
-        let online: HashSet<String> = keys
-            .iter()
+        let online: HashSet<String> = (keys.iter())
             .filter(|k| crate::presence::is_online(&self.state.config, k, now_ms))
             .map(|k| k.key_id.clone())
             .collect();
-        let views = keys
-            .iter()
-            .map(|k| {
-                let cursor = self
-                    .cache
-                    .cursor(&k.key_id)
-                    .unwrap_or(k.cursor)
-                    .max(k.cursor);
-                KeyView {
-                    head: self.reach(head, online.contains(&k.key_id)).min(head),
-                    batch: self.scheme.detection().batch().map_or(0, |d| cursor / d),
-                    key_id: k.key_id.clone(),
-                    cursor,
-                    online: online.contains(&k.key_id),
-                    cached: self.cache.contains(&k.key_id),
-                }
+        let views = (keys.iter())
+            .map(|k| KeyView {
+                key_id: k.key_id.clone(),
+                cursor: k.cursor,
+                online: online.contains(&k.key_id),
+                cached: false,
+                head: 0,
+                batch: 0,
             })
-            .collect::<Vec<_>>();
-        self.queue.observe(&views, head, Instant::now());
-        let plan = Plan {
-            head,
-            keys,
-            views,
-            online,
-        };
-        self.report(&plan);
-        Some(plan)
+            .collect();
+        Listed {
+            at: Instant::now(),
+            keys: Arc::new(keys),
+            online: Arc::new(online),
+            views: Arc::new(views),
+        }
     }
 
     /// Sleep for `poll`; false when `cancel` fired first.
@@ -310,7 +367,7 @@ impl<S: DetectionScheme> Worker<S> {
     fn report(&self, plan: &Plan) {
         let m = &self.state.metrics.detection;
         m.key_lag.reset();
-        for v in &plan.views {
+        for v in plan.views.iter() {
             m.key_lag
                 .with_label_values(&[v.key_id.as_str()])
                 .set(plan.head.saturating_sub(v.cursor) as i64);

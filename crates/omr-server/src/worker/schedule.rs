@@ -22,8 +22,9 @@
 //! turns of the keys ahead of it in the queue, each at most one epoch of messages (or its
 //! backlog) plus one key load, as long as the detection work fits the CPU. The policy is pure
 //! (no I/O) so that it is tested here on its own.
+//! Long: the policy is pure, and its unit tests sit beside it; splitting them would part the rules from their cases.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::pool::Lane;
@@ -107,10 +108,16 @@ impl Queue {
     /// Start the clock of every key that has fallen behind `head` and stop that of every key
     /// that caught up or is gone.
     pub(super) fn observe(&mut self, keys: &[KeyView], head: u64, now: Instant) {
+        let behind: HashSet<&str> = (keys.iter())
+            .filter(|k| k.behind(head) > 0)
+            .map(|k| k.key_id.as_str())
+            .collect();
         self.waiting_since
-            .retain(|id, _| keys.iter().any(|k| &k.key_id == id && k.behind(head) > 0));
-        for k in keys.iter().filter(|k| k.behind(head) > 0) {
-            self.waiting_since.entry(k.key_id.clone()).or_insert(now);
+            .retain(|id, _| behind.contains(id.as_str()));
+        for id in behind {
+            if !self.waiting_since.contains_key(id) {
+                self.waiting_since.insert(id.to_string(), now);
+            }
         }
     }
 
@@ -132,10 +139,11 @@ impl Queue {
     /// for a batch scheme, then oldest waiting).
     pub(super) fn order<'a>(&self, keys: &'a [KeyView], head: u64) -> Vec<&'a KeyView> {
         let mut waiting: Vec<&KeyView> = keys.iter().filter(|k| k.behind(head) > 0).collect();
-        waiting.sort_by_key(|k| {
+        let rank = |k: &KeyView| {
             let since = self.waiting_since.get(&k.key_id).copied();
-            (!k.online, k.batch, since, k.key_id.clone())
-        });
+            (!k.online, k.batch, since)
+        };
+        waiting.sort_by_cached_key(|k| (rank(k), k.key_id.as_str()));
         waiting
     }
 

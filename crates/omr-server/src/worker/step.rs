@@ -6,6 +6,7 @@
 //! For a scheme that detects in batches the job reads the batch from its first message (the
 //! state is computed again and replaced, never folded into), and detection stops at `reach`:
 //! the board head for an online key, the last full batch for the others.
+//! Long: one batch's three parts and their group forms share Job's and Done's fields; splitting them would expose those fields.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -324,6 +325,7 @@ pub(super) fn finish<S: DetectionScheme>(
         // Someone else moved this key (or it was deleted): forget local state.
         tracing::warn!(%key_id, cursor, "cursor moved underneath; reloading");
         cache.remove(&key_id);
+        ctx.roster.changed(); // the listed cursor is stale too
         return Batch::NOTHING;
     };
     let end = S::range(&folded).1;

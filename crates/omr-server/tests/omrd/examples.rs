@@ -104,3 +104,13 @@ fn light_stream_bench_runs() {
     assert_eq!(r["quiet_board"]["payloads"], 5, "{r}");
     assert_eq!(r["registration"]["keys"], 2, "{r}");
 }
+
+#[test]
+fn plan_bench_runs() {
+    // Fifty stand-in keys, three plans: the worker holds them all and its plans are timed.
+    let r = run("plan_bench", &["50", "3"]);
+    assert_eq!(r["keys"], 50, "{r}");
+    assert_eq!(r["worker_plan"]["keys_leased"], 50.0, "{r}");
+    positive(&r, &["store_calls", "sum", "p50_ms"]);
+    positive(&r, &["worker_plan", "mean_ms"]);
+}
