@@ -231,7 +231,9 @@ pub(crate) fn write_kbar_and_range(out: &mut Vec<u8>, kbar: usize, start: u64, e
     out.extend_from_slice(&end.to_le_bytes());
 }
 
-/// Append `values` (each < 2^bits) packed LSB-first.
+/// Append `values` (each < 2^bits) packed LSB-first. Whole 64-bit words leave the accumulator at
+/// once (a 32.5 MB light key is 4 million values: byte by byte, packing and unpacking were a
+/// quarter of the CPU a registration and a key's first load cost).
 pub fn pack_bits(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>, bits: u32) {
     debug_assert!((1..=64).contains(&bits));
     let mut acc: u128 = 0;
@@ -240,17 +242,21 @@ pub fn pack_bits(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>, bits:
         debug_assert!(bits == 64 || v >> bits == 0);
         acc |= (v as u128) << filled;
         filled += bits;
-        while filled >= 8 {
-            out.push(acc as u8);
-            acc >>= 8;
-            filled -= 8;
+        if filled >= 64 {
+            out.extend_from_slice(&(acc as u64).to_le_bytes());
+            acc >>= 64;
+            filled -= 64;
         }
     }
-    if filled > 0 {
+    while filled > 0 {
         out.push(acc as u8);
+        acc >>= 8;
+        filled = filled.saturating_sub(8);
     }
 }
 
+/// `count` values of `bits` bits packed LSB-first by [`pack_bits`] (the caller checked that
+/// `bytes` holds them). Reads 64-bit words while at least eight bytes remain.
 pub fn unpack_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u64> {
     let mask: u128 = if bits == 64 {
         u64::MAX as u128
@@ -260,11 +266,22 @@ pub fn unpack_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u64> {
     let mut out = Vec::with_capacity(count);
     let mut acc: u128 = 0;
     let mut filled = 0u32;
-    let mut it = bytes.iter();
+    let mut rest = bytes;
     for _ in 0..count {
-        while filled < bits {
-            acc |= (*it.next().expect("length checked by caller") as u128) << filled;
-            filled += 8;
+        if filled < bits {
+            // filled < bits ≤ 64, so a word shifted by `filled` fits in the accumulator.
+            if let Some((word, tail)) = rest.split_first_chunk::<8>() {
+                acc |= (u64::from_le_bytes(*word) as u128) << filled;
+                filled += 64;
+                rest = tail;
+            } else {
+                while filled < bits {
+                    let (byte, tail) = rest.split_first().expect("length checked by caller");
+                    acc |= (*byte as u128) << filled;
+                    filled += 8;
+                    rest = tail;
+                }
+            }
         }
         out.push((acc & mask) as u64);
         acc >>= bits;
@@ -276,6 +293,53 @@ pub fn unpack_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Packing bit by bit, LSB first: the wire format the word-wise code must keep.
+    fn pack_reference(values: &[u64], bits: u32) -> Vec<u8> {
+        let mut out = vec![0u8; (values.len() * bits as usize).div_ceil(8)];
+        for (i, v) in values.iter().enumerate() {
+            for b in 0..bits as usize {
+                let at = i * bits as usize + b;
+                out[at / 8] |= (((v >> b) & 1) as u8) << (at % 8);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn word_wise_packing_keeps_the_bit_by_bit_format_at_every_width_and_length() {
+        for bits in 1u32..=64 {
+            let mask = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
+            for count in 0..24usize {
+                let values: Vec<u64> = (0..count as u64)
+                    .map(|i| {
+                        (i + 1)
+                            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                            .rotate_left(bits)
+                            & mask
+                    })
+                    .collect();
+                let mut out = Vec::new();
+                pack_bits(&mut out, values.iter().copied(), bits);
+                assert_eq!(
+                    out,
+                    pack_reference(&values, bits),
+                    "{bits} bits, {count} values"
+                );
+                // Bytes after the packed ones are not read into the values.
+                out.extend_from_slice(&[0xff; 9]);
+                assert_eq!(
+                    unpack_bits(&out, count, bits),
+                    values,
+                    "{bits} bits, {count}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn bit_packing_round_trips_at_odd_widths() {
