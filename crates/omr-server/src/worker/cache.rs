@@ -162,6 +162,12 @@ impl<S: DetectionScheme> KeyCache<S> {
         self.keys.get_mut(key_id)
     }
 
+    /// `key_id`, no longer in memory, committed up to `cursor`.
+    pub(super) fn evicted_at(&mut self, key_id: &str, cursor: u64) {
+        let at = self.evicted.entry(key_id.to_string()).or_insert(cursor);
+        *at = (*at).max(cursor);
+    }
+
     /// Forget `key_id`: the next batch reloads it and its cursor.
     pub(super) fn remove(&mut self, key_id: &str) {
         self.keys.remove(key_id);

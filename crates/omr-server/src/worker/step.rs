@@ -333,9 +333,11 @@ pub(super) fn finish<S: DetectionScheme>(
     ctx.metrics.detections.inc_by(count as u64);
     ctx.metrics.detect_batch_seconds.observe(seconds);
     tracing::debug!(%key_id, count, cursor = end, "batch committed");
-    // An online key's load may have evicted it meanwhile; the store has its cursor.
-    if let Some(entry) = cache.get_mut(&key_id) {
-        keep_open(ctx, entry, folded);
+    match cache.get_mut(&key_id) {
+        Some(entry) => keep_open(ctx, entry, folded),
+        // An online key's load evicted it meanwhile: remember where it is now, or the worker
+        // would see it behind until its next listing (and load it for nothing).
+        None => cache.evicted_at(&key_id, end),
     }
     Batch { count, seconds }
 }
