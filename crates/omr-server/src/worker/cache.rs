@@ -182,6 +182,18 @@ impl<S: DetectionScheme> KeyCache<S> {
         self.evicted.clear();
     }
 
+    /// How many more keys fit without evicting one (keys being loaded count as held), as far
+    /// as the largest key loaded so far tells (0 before any load: nothing is known).
+    pub(super) fn room_for(&self) -> usize {
+        if self.key_bytes == 0 {
+            return 0;
+        }
+        let held = self.keys.len() + self.loading;
+        let bytes = self.used_bytes() + self.loading as u64 * self.key_bytes;
+        let by_bytes = self.budget.saturating_sub(bytes) / self.key_bytes;
+        (by_bytes as usize).min(self.max_count.saturating_sub(held))
+    }
+
     /// Whether one more key fits without evicting one (keys being loaded count as held).
     pub(super) fn has_room(&self) -> bool {
         let held = self.keys.len() + self.loading;

@@ -160,13 +160,40 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             if !step::has_work(&self.state, &self.cache, key, reach).await? {
                 return Ok(step::Batch::NOTHING);
             }
-            let load = (self.cache).begin_load(&self.state, &pool, key, &plan.online);
+            // While memory has room, the next keys waiting behind this one load beside it: a
+            // load reads the store or a file and then expands, one key alone leaves cores idle.
+            let mut keys = vec![key.clone()];
+            if alongside && lane == Lane::Bulk {
+                keys.extend(self.loads_beside(plan, key));
+            }
+            let loads: Vec<_> = (keys.iter())
+                .map(|k| (self.cache).begin_load(&self.state, &pool, k, &plan.online))
+                .collect();
+            let loaded = futures::future::join_all(loads);
             let loaded = if alongside {
-                self.alongside_online(plan, &[&key.key_id], load).await
+                let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
+                let all = async move { Ok::<_, anyhow::Error>(loaded.await) };
+                self.alongside_online(plan, &busy, all).await
             } else {
-                load.await
+                Ok(loaded.await)
             };
-            self.cache.end_load(key, loaded)?;
+            let mut loaded = match loaded {
+                Ok(loaded) => loaded,
+                Err(e) => {
+                    // Release every reservation: the loads' task failed as a whole.
+                    for k in &keys {
+                        let _ = self.cache.end_load(k, Err(anyhow::anyhow!("{e}")));
+                    }
+                    return Err(e);
+                }
+            };
+            let own = loaded.remove(0);
+            for (k, l) in keys[1..].iter().zip(loaded) {
+                if let Err(e) = self.cache.end_load(k, l) {
+                    tracing::warn!(key_id = %k.key_id, error = %e, "loading a key beside another failed");
+                }
+            }
+            self.cache.end_load(key, own)?;
         }
         let limit = self.batch_limit();
         let Some(job) = step::prepare(&self.state, &mut self.cache, key, limit, reach).await?
@@ -180,6 +207,19 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             run.await?
         };
         Ok(step::finish(&self.state, &mut self.cache, done))
+    }
+
+    /// Offline keys of `plan` not in memory, next in the queue after `key`, with messages to
+    /// detect: as many as fit in memory without evicting a key (each load reserves its room),
+    /// and at most one per detection thread besides `key`'s.
+    fn loads_beside(&self, plan: &Plan, key: &ActiveKey) -> Vec<ActiveKey> {
+        let room = self.cache.room_for().saturating_sub(1);
+        let take = room.min(self.pools.threads().saturating_sub(1));
+        (self.queue.order(&plan.views, plan.head).into_iter())
+            .filter(|v| v.key_id != key.key_id && !v.online && !v.cached)
+            .take(take)
+            .filter_map(|v| plan.keys.iter().find(|k| k.key_id == v.key_id).cloned())
+            .collect()
     }
 
     /// Run `work` as a task of its own (so that it progresses, and releases the connections,
