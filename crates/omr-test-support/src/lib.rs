@@ -42,7 +42,7 @@ mod wait;
 
 pub use faults::Faults;
 pub use keys::insecure_keys;
-pub use light::{light_message, LightRecipient};
+pub use light::{light_message, light_messages_to, LightRecipient};
 pub use omr_store::testing::{TestDb, POSTGRES_URL_VAR};
 pub use omrd::Omrd;
 pub use raw::{with_token, DecodedDigest, RawClient, Recipient};

@@ -90,3 +90,29 @@ impl RawClient {
 pub fn light_message(to: &Address, payload: &[u8]) -> Value {
     json!({ "clue": B64.encode(to.clue().to_bytes()), "payload": B64.encode(payload) })
 }
+
+/// The messages for board indices `indices`, each (payload: its index) to one of `recipients`
+/// drawn by `rng` one time in `one_in` for each, to `stranger` otherwise; each index a recipient
+/// gets is appended to its `want`.
+pub fn light_messages_to(
+    rng: &mut impl rand::Rng,
+    recipients: &[LightRecipient],
+    stranger: &Address,
+    indices: std::ops::Range<u64>,
+    one_in: usize,
+    want: &mut [Vec<u64>],
+) -> Vec<Value> {
+    indices
+        .map(|i| {
+            let to = rng.gen_range(0..one_in);
+            let address = match recipients.get(to) {
+                Some(r) => {
+                    want[to].push(i);
+                    r.secret.address()
+                }
+                None => stranger.clone(),
+            };
+            light_message(&address, format!("{i}").as_bytes())
+        })
+        .collect()
+}

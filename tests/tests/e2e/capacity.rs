@@ -10,7 +10,7 @@ use omr_api::http::KeyStatus;
 use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_proto::v1::registration_header::Start;
 use omr_test_support::{
-    insecure_keys, light_message, quick_detection, quick_light, seeded_rng, test_each_backend,
+    insecure_keys, light_messages_to, quick_detection, quick_light, seeded_rng, test_each_backend,
     wait_until, RawClient, Recipient, TestDb, TestServer,
 };
 use rand::Rng;
@@ -245,25 +245,12 @@ async fn light_keys_at_one_batch_share_a_pass_exactly(db: &TestDb) {
     let d = OMR_LIGHT_V1.batch as u64;
     let mut rng = seeded_rng("light_keys_at_one_batch_share_a_pass_exactly");
     let mut want = vec![Vec::new(); recipients.len()];
-    let mut post = |from: u64, count: u64| {
-        (from..from + count)
-            .map(|i| {
-                let to = rng.gen_range(0..400usize);
-                let address = match recipients.get(to) {
-                    Some(r) => {
-                        want[to].push(i);
-                        r.secret.address()
-                    }
-                    None => stranger.clone(),
-                };
-                light_message(&address, format!("{i}").as_bytes())
-            })
-            .collect::<Vec<_>>()
-    };
+    let mut post =
+        |indices| light_messages_to(&mut rng, &recipients, &stranger, indices, 400, &mut want);
     // The recipients stay offline. The first batch loads every key, one turn each; at the
     // second they are all in memory at one batch: one pass over it serves the group.
-    let first = post(0, d);
-    let second = post(d, d + 3);
+    let first = post(0..d);
+    let second = post(d..2 * d + 3);
     let ids = || recipients.iter().map(|r| r.key_id.as_str());
     api.post_all(first).await;
     wait_for_cursors(&s, ids(), d).await;

@@ -188,17 +188,25 @@ impl<S: DetectionScheme> KeyCache<S> {
         if self.key_bytes == 0 {
             return 0;
         }
-        let held = self.keys.len() + self.loading;
-        let bytes = self.used_bytes() + self.loading as u64 * self.key_bytes;
+        let (held, bytes) = self.reserved();
         let by_bytes = self.budget.saturating_sub(bytes) / self.key_bytes;
         (by_bytes as usize).min(self.max_count.saturating_sub(held))
     }
 
     /// Whether one more key fits without evicting one (keys being loaded count as held).
     pub(super) fn has_room(&self) -> bool {
-        let held = self.keys.len() + self.loading;
-        let bytes = self.used_bytes() + self.loading as u64 * self.key_bytes;
+        let (held, bytes) = self.reserved();
         held < self.max_count && bytes + self.key_bytes <= self.budget
+    }
+
+    /// Keys held and the bytes they take, each key being loaded counted at the largest size
+    /// loaded so far.
+    fn reserved(&self) -> (usize, u64) {
+        let held = self.keys.len() + self.loading;
+        (
+            held,
+            self.used_bytes() + self.loading as u64 * self.key_bytes,
+        )
     }
 
     /// Evict least recently used keys, unpinned ones first, until one more key fits.

@@ -54,7 +54,7 @@ pub(super) struct KeyView {
 
 impl KeyView {
     /// Messages it can detect now with the board at `head`.
-    pub(super) fn behind(&self, head: u64) -> u64 {
+    fn behind(&self, head: u64) -> u64 {
         self.head.min(head).saturating_sub(self.cursor)
     }
 }

@@ -16,7 +16,7 @@ use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_proto::v1::registration_header::Start;
 use omr_store::Backend;
 use omr_test_support::{
-    insecure_keys, light_message, seeded_rng, test_each_backend, wait_until, Omrd, RawClient,
+    insecure_keys, light_messages_to, seeded_rng, test_each_backend, wait_until, Omrd, RawClient,
     Recipient, TestDb,
 };
 use rand::Rng;
@@ -174,19 +174,9 @@ async fn sigkill_during_light_detection_loses_nothing(db: &TestDb) {
     // while a batch is detected (or just after).
     for round in 0..3u64 {
         let count = if round < 2 { d } else { 100 };
-        let mut messages = Vec::new();
-        for _ in 0..count {
-            let to = rng.gen_range(0..200usize);
-            let address = match recipients.get(to) {
-                Some(r) => {
-                    want[to].push(n);
-                    r.secret.address()
-                }
-                None => stranger.clone(),
-            };
-            messages.push(light_message(&address, format!("{n}").as_bytes()));
-            n += 1;
-        }
+        let indices = n..n + count;
+        let messages = light_messages_to(&mut rng, &recipients, &stranger, indices, 200, &mut want);
+        n += count;
         o.client().post_all(messages).await;
         tokio::time::sleep(Duration::from_millis(rng.gen_range(50..600))).await;
         o.kill();
