@@ -19,6 +19,8 @@
 //!   ([`scheme`]). Keys, addresses and digests say their scheme in their headers; on
 //!   omr-light-v1 [`Client::retrieve`] fetches the payloads by PIR, a fixed
 //!   [`LIGHT_QUERIES_PER_EPOCH`] queries from every closed epoch.
+//! - [`mailbox`] opens what a retrieval found and fetches the attachments its letters name;
+//!   [`Client::wait_for_news`] is a follower's wait between retrievals.
 //! - [`KeyDir`] keeps a recipient's keys, address, registration and retrieval state in a
 //!   directory, the secret parts with mode 0600.
 //! - Errors are one enum, [`Error`], naming the server or file and what to do;
@@ -68,6 +70,7 @@ pub mod address;
 mod client;
 mod error;
 pub mod keydir;
+pub mod mailbox;
 pub mod postage;
 mod retrieve;
 pub mod scheme;
@@ -75,8 +78,8 @@ pub mod seal;
 
 pub use address::Address;
 pub use client::{
-    Client, ClientOptions, FetchedDigest, KeyStatus, PirFetch, Progress, Sent, ServerParams,
-    TailRead, DEFAULT_TAIL_MESSAGES, LIGHT_QUERIES_PER_EPOCH,
+    Client, ClientOptions, FetchedDigest, KeyStatus, PirFetch, Prepared, Progress, Sent,
+    ServerParams, TailRead, DEFAULT_TAIL_MESSAGES, LIGHT_FOLLOW_POLL, LIGHT_QUERIES_PER_EPOCH,
 };
 pub use error::{Api, Error, Result};
 pub use keydir::{DigestState, KeyDir, PendingAttachment, Registration};

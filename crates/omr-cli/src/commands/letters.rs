@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context;
 use base64::Engine;
 use omr_client::keydir::{self, KeyDir};
-use omr_client::{Letter, Received, Retrieval, SealKey};
+use omr_client::{Letter, Received, SealKey};
 use serde_json::json;
 
 use crate::ui;
@@ -22,24 +22,6 @@ pub fn seal_key(dir: &KeyDir) -> anyhow::Result<Option<SealKey>> {
         dir.path().display()
     );
     Ok(None)
-}
-
-/// Open what `got` retrieved with `seal` (without one, sealed payloads stay closed).
-pub fn open(seal: Option<&SealKey>, got: &Retrieval) -> Vec<Received> {
-    match seal {
-        Some(k) => got.open(k),
-        None => (got.messages.iter())
-            .map(|m| Received {
-                index: m.index,
-                board_bytes: m.payload.len(),
-                letter: match omr_client::seal::is_sealed(&m.payload) {
-                    true => Letter::Unopenable,
-                    false => Letter::Plain(m.payload.clone()),
-                },
-                attachment: None,
-            })
-            .collect(),
-    }
 }
 
 /// With `--out DIR`, write each readable payload (opened, or posted unsealed) to DIR/INDEX.bin.

@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Args;
 use omr_client::keydir::{self, DigestState, KeyDir, Registration};
+use omr_client::mailbox;
 use omr_client::{
     Address, Client, ClientOptions, ClueKey, Progress, Retrieval, SealKey, SecretKey,
 };
 use serde_json::json;
 
 use super::attachments;
-use super::letters::{message_json, open, print_message, seal_key, write_payloads};
+use super::letters::{message_json, print_message, seal_key, write_payloads};
 use crate::ui::{self, Ui};
 use crate::{print_json, KeysDir, Servers};
 
@@ -207,12 +208,6 @@ pub struct DigestArgs {
     tail_messages: u64,
 }
 
-/// How long one wait for new messages lasts before it is asked again (the server's cap).
-const FOLLOW_WAIT: Duration = Duration::from_secs(60);
-/// How often `--follow` reads the board on omr-light-v1 (a recipient that close to the head
-/// reads the new messages itself: no long-poll on detection, which would make the server
-/// detect the open batch for it).
-const FOLLOW_POLL_LIGHT: Duration = Duration::from_secs(1);
 /// How long `--follow` pauses after the server could not be reached.
 const FOLLOW_RETRY: Duration = Duration::from_secs(5);
 
@@ -254,11 +249,11 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let got = got?;
     let elapsed = started.elapsed();
-    let letters = open(seal.as_ref(), &got);
+    let letters = mailbox::open_letters(seal.as_ref(), &got);
     let out = a.out.as_deref();
     write_payloads(out, &letters)?;
     let arrived = attachments::arrived(seal.as_ref(), &got, &letters, out)?;
-    attachments::collect(&mut state, &got, &letters);
+    mailbox::remember_attachments(&mut state, &got, &letters);
     // Only now that the payloads are safe is the state advanced on disk.
     dir.save_digest_state(&state)?;
     let fetched =
@@ -378,33 +373,23 @@ impl Following<'_> {
         let mut past = state.next_from;
         let mut announced: std::collections::BTreeSet<u64> =
             state.pending_payloads.iter().copied().collect();
-        let light = matches!(self.secret.as_secret(), omr_client::Secret::Light(_));
         loop {
-            let waited = match light {
-                true => {
-                    tokio::time::sleep(FOLLOW_POLL_LIGHT).await;
-                    Ok(None)
-                }
-                false => (self.client)
-                    .wait_for_progress(self.reg, past, FOLLOW_WAIT)
-                    .await
-                    .map(Some),
-            };
-            let Some(status) = unless_transient(waited).await? else {
+            let waited = (self.client).wait_for_news(self.secret, self.reg, past);
+            let Some(cursor) = unless_transient(waited.await).await? else {
                 continue;
             };
-            if status.as_ref().is_some_and(|s| s.cursor <= past) {
+            let Some(cursor) = cursor else {
                 continue; // nothing detected within the wait: ask again
-            }
+            };
             // A failed retrieval leaves `state` as it was, so a transient one is tried again.
             let got = (self.client).retrieve(self.secret, self.reg, &mut state, None);
             let Some(got) = unless_transient(got.await).await? else {
                 continue;
             };
-            let letters = open(self.seal, &got);
+            let letters = mailbox::open_letters(self.seal, &got);
             write_payloads(self.out, &letters)?;
             let arrived = attachments::arrived(self.seal, &got, &letters, self.out)?;
-            attachments::collect(&mut state, &got, &letters);
+            mailbox::remember_attachments(&mut state, &got, &letters);
             self.dir.save_digest_state(&state)?;
             for m in &letters {
                 if self.json {
@@ -430,7 +415,7 @@ impl Following<'_> {
                 arrived.iter().for_each(attachments::Outcome::print);
             }
             // The digest covered up to the cursor it saw (at least the one waited for).
-            past = state.next_from.max(status.map_or(0, |s| s.cursor));
+            past = state.next_from.max(cursor);
         }
     }
 }

@@ -30,6 +30,18 @@ impl Client {
         attachment: &[u8],
         progress: Option<Progress>,
     ) -> Result<Sent> {
+        let draft = self.attachment_draft(to, letter, attachment).await?;
+        self.send_draft(draft, progress).await
+    }
+
+    /// `letter` and `attachment` sealed to `to`, the letter naming the attachment, with a
+    /// fresh clue; refused when either does not fit (the server's `max_attachment_bytes`).
+    pub(super) async fn attachment_draft(
+        &self,
+        to: &Address,
+        letter: &[u8],
+        attachment: &[u8],
+    ) -> Result<Draft> {
         let max_letter =
             (to.clue_key.payload_bytes()).saturating_sub(SEAL_OVERHEAD + ATTACHMENT_REF_LEN);
         if letter.len() > max_letter {
@@ -39,6 +51,11 @@ impl Client {
             });
         }
         let max = self.params().await?.max_attachment_bytes;
+        if max == 0 {
+            return Err(Error::NoAttachments {
+                url: self.http_url.clone(),
+            });
+        }
         if attachment.len() + SEAL_OVERHEAD > max {
             return Err(Error::AttachmentTooLarge {
                 url: self.http_url.clone(),
@@ -48,8 +65,7 @@ impl Client {
         }
         let (sealed, reference) = to.seal.seal_attachment(attachment);
         let payload = to.seal.seal_with_attachment(letter, &reference);
-        let draft = Draft::new(&to.clue_key, payload, sealed)?;
-        self.send_draft(draft, progress).await
+        Draft::new(&to.clue_key, payload, sealed)
     }
 
     /// Fetch the attachment of board message `index` by PIR from its (closed) epoch, check it

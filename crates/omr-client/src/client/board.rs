@@ -78,15 +78,8 @@ impl Client {
         plaintext: &[u8],
         progress: Option<Progress>,
     ) -> Result<Sent> {
-        let max = to.clue_key.payload_bytes().saturating_sub(SEAL_OVERHEAD);
-        if plaintext.len() > max {
-            return Err(Error::SealedPayloadTooLarge {
-                bytes: plaintext.len(),
-                max,
-            });
-        }
-        let sealed = to.seal.seal(plaintext);
-        self.send_stamped(&to.clue_key, &sealed, progress).await
+        let draft = sealed_draft(to, plaintext)?;
+        self.send_draft(draft, progress).await
     }
 
     /// [`Client::send`], also returning the stamp and its cost; while a stamp is searched for,
@@ -188,19 +181,55 @@ impl Client {
     }
 
     /// Post a draft: a TFHE message in its binary encoding, an omr-light-v1 one as JSON (the
-    /// binary encoding is omr-core's), retried as [`Client::post`] says.
+    /// binary encoding is omr-core's), retried as [`Client::post`] says. A message already on
+    /// the board answers the index it has.
     async fn post_draft(&self, draft: &Draft) -> Result<u64> {
+        already_posted(self.post_draft_once(draft).await)
+    }
+
+    /// [`Client::post_draft`], a message already on the board reported as
+    /// [`Error::AlreadyPosted`].
+    async fn post_draft_once(&self, draft: &Draft) -> Result<Posted> {
         let body = match draft {
-            Draft::Tfhe(message) => return self.post(message).await,
+            Draft::Tfhe(message) => return self.post_once(message).await,
             Draft::Light { .. } => draft.json(),
         };
-        let posted = self
-            .retrying_unsent(|| async {
-                let req = self.http.post(self.url("/v1/messages")).json(&body);
-                self.http_json::<Posted>(self.http_send(req).await?).await
-            })
-            .await;
-        already_posted(posted)
+        self.retrying_unsent(|| async {
+            let req = self.http.post(self.url("/v1/messages")).json(&body);
+            self.http_json::<Posted>(self.http_send(req).await?).await
+        })
+        .await
+    }
+
+    /// Seal `letter` (and `attachment`, if any) to the recipient at `to`, make its clue and
+    /// stamp it as the server asks now, without posting it: [`Client::post_prepared`] posts it,
+    /// now or later, and again after an answer that was lost. `progress` sees the postage
+    /// search as in [`Client::send_stamped`].
+    pub async fn prepare_to(
+        &self,
+        to: &Address,
+        letter: &[u8],
+        attachment: Option<&[u8]>,
+        progress: Option<Progress>,
+    ) -> Result<Prepared> {
+        let mut draft = match attachment {
+            Some(a) => self.attachment_draft(to, letter, a).await?,
+            None => sealed_draft(to, letter)?,
+        };
+        let bits = self.postage_bits().await?;
+        let stamp = self.solve_postage(draft.postage(), bits, progress).await?;
+        draft.set_nonce(stamp);
+        Ok(Prepared { draft })
+    }
+
+    /// Post a message made by [`Client::prepare_to`]; its board index. Unlike the `send`
+    /// calls, a message that is already on the board (posted before, perhaps by a call whose
+    /// answer was lost) is reported as [`Error::AlreadyPosted`] with the index it has, so the
+    /// caller can tell a first post from a repeat; the board holds it once either way. A post
+    /// refused for its postage (the server asks for more since it was prepared) stores
+    /// nothing: prepare it again.
+    pub async fn post_prepared(&self, message: &Prepared) -> Result<u64> {
+        Ok(self.post_draft_once(&message.draft).await?.index)
     }
 
     /// Post one message as it is (stamp it first with [`Client::stamp`] when the server asks for
@@ -210,19 +239,22 @@ impl Client {
     /// message that is already on the board (a retry after a lost answer) answers the index it
     /// has: the server appends it once.
     pub async fn post(&self, message: &Message) -> Result<u64> {
+        already_posted(self.post_once(message).await)
+    }
+
+    /// [`Client::post`], a message already on the board reported as [`Error::AlreadyPosted`].
+    async fn post_once(&self, message: &Message) -> Result<Posted> {
         let body = message.to_bytes();
-        let posted: Result<Posted> = self
-            .retrying_unsent(|| async {
-                let req = self
-                    .http
-                    .post(self.url("/v1/messages"))
-                    .header("content-type", "application/octet-stream")
-                    .body(body.clone());
-                let r = self.http_send(req).await?;
-                self.http_json(r).await
-            })
-            .await;
-        already_posted(posted)
+        self.retrying_unsent(|| async {
+            let req = self
+                .http
+                .post(self.url("/v1/messages"))
+                .header("content-type", "application/octet-stream")
+                .body(body.clone());
+            let r = self.http_send(req).await?;
+            self.http_json(r).await
+        })
+        .await
     }
 
     /// Post messages in one atomic batch, each as it is (stamped or not); returns their board
@@ -267,6 +299,25 @@ impl Client {
             .await?;
         Ok(posted.first_index..posted.first_index + posted.count)
     }
+}
+
+/// A message sealed to its recipient and stamped, not posted yet ([`Client::prepare_to`]).
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    draft: Draft,
+}
+
+/// `plaintext` sealed to `to`, with a fresh clue; refused when it does not fit the parameter
+/// set's payload with the seal's 50 bytes.
+fn sealed_draft(to: &Address, plaintext: &[u8]) -> Result<Draft> {
+    let max = to.clue_key.payload_bytes().saturating_sub(SEAL_OVERHEAD);
+    if plaintext.len() > max {
+        return Err(Error::SealedPayloadTooLarge {
+            bytes: plaintext.len(),
+            max,
+        });
+    }
+    Draft::new(&to.clue_key, to.seal.seal(plaintext), Vec::new())
 }
 
 /// A message of either scheme, ready to stamp and post.

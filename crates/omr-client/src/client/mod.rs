@@ -23,12 +23,13 @@ use tonic::transport::Channel;
 
 use crate::error::{Api, Error, Result};
 
-pub use board::Sent;
+pub use board::{Prepared, Sent};
 pub use digest::FetchedDigest;
 pub use light::{PirFetch, LIGHT_QUERIES_PER_EPOCH};
 pub use registry::KeyStatus;
 pub(crate) use tail::FIRST_PAGE;
 pub use tail::{TailRead, DEFAULT_TAIL_MESSAGES};
+pub use watch::LIGHT_FOLLOW_POLL;
 
 /// Called as a transfer goes: `(bytes done, bytes in all)`; for a postage search, `(hashes
 /// done, hashes expected)`.

@@ -11,6 +11,13 @@ use omr_proto::v1::WatchKeyStatusRequest;
 use super::Client;
 use crate::error::Result;
 use crate::keydir::Registration;
+use crate::scheme::Secret;
+
+/// How long one wait of [`Client::wait_for_news`] lasts on a TFHE key before it is asked again
+/// (the server's cap).
+const NEWS_WAIT: Duration = Duration::from_secs(MAX_WAIT_SECS);
+/// How often a follower of an omr-light-v1 key reads the board ([`Client::wait_for_news`]).
+pub const LIGHT_FOLLOW_POLL: Duration = Duration::from_secs(1);
 
 impl Client {
     /// Wait until the server has detected past board index `past` for the key (its cursor is
@@ -38,6 +45,31 @@ impl Client {
             self.json_body(r).await
         })
         .await
+    }
+
+    /// For a recipient that follows its key (`omr digest --follow`, the bindings' `follow`):
+    /// wait until a [`Client::retrieve`] may find something past board index `past`.
+    ///
+    /// - TFHE: a long-poll on the key's detection ([`Client::wait_for_progress`], 60 s at
+    ///   most): `Some(cursor)` once the server has detected past `past`, `None` when the wait
+    ///   ended first (wait again).
+    /// - omr-light-v1: [`LIGHT_FOLLOW_POLL`] passes, then `Some(0)`: a recipient that close to
+    ///   the head reads the new board messages itself on its next retrieval, so no long-poll
+    ///   makes the server detect its open batch.
+    ///
+    /// After retrieving, follow on from the larger of the state's `next_from` and the cursor.
+    pub async fn wait_for_news<'s>(
+        &self,
+        secret: impl Into<Secret<'s>>,
+        reg: &Registration,
+        past: u64,
+    ) -> Result<Option<u64>> {
+        if matches!(secret.into(), Secret::Light(_)) {
+            tokio::time::sleep(LIGHT_FOLLOW_POLL).await;
+            return Ok(Some(0));
+        }
+        let status = self.wait_for_progress(reg, past, NEWS_WAIT).await?;
+        Ok((status.cursor > past).then_some(status.cursor))
     }
 
     /// The key's status now, then again each time the server's detection moves its cursor, for

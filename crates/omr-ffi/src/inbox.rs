@@ -1,0 +1,217 @@
+//! What a recipient retrieves ([`Inbox`]) and follows ([`InboxListener`]). The work is the
+//! SDK's: `Client::retrieve`, `omr_client::mailbox` (open the letters, remember and fetch the
+//! attachments), `Client::wait_for_news`; this turns it into records and saves the key
+//! directory's state.
+
+use std::time::Duration;
+
+use omr_client::mailbox::{self, AttachmentOutcome, AttachmentStatus};
+use omr_client::{Letter, Received, Retrieval};
+
+use crate::error::{OmrError, Result};
+use crate::keys::KeyDirectory;
+
+/// How long a follower pauses after a failure worth retrying.
+const FOLLOW_RETRY: Duration = Duration::from_secs(5);
+
+/// A message retrieved for the recipient.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct ReceivedMessage {
+    /// Its board index.
+    pub index: u64,
+    /// The payload as sent: opened when it was sealed, as posted when it was not; `None` when
+    /// it is sealed and this key cannot open it (a false positive of detection, or a forgery).
+    pub payload: Option<Vec<u8>>,
+    /// Whether it was sealed (posted unsealed, anyone could read it).
+    pub sealed: bool,
+    /// Whether this key opened it.
+    pub opened: bool,
+    /// Its length on the board (sealed: 50 bytes more than the payload, 86 with an attachment).
+    pub board_bytes: u64,
+    /// Whether its letter names an attachment (it comes in [`Inbox::attachments`] of this or
+    /// a later call).
+    pub has_attachment: bool,
+}
+
+impl From<&Received> for ReceivedMessage {
+    fn from(m: &Received) -> Self {
+        ReceivedMessage {
+            index: m.index,
+            payload: m.letter.bytes().map(<[u8]>::to_vec),
+            sealed: m.letter.was_sealed(),
+            opened: matches!(m.letter, Letter::Opened(_)),
+            board_bytes: m.board_bytes as u64,
+            has_attachment: m.attachment.is_some(),
+        }
+    }
+}
+
+/// What became of an attachment in this call.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct Attachment {
+    /// Its message's board index.
+    pub index: u64,
+    /// Its length as sent.
+    pub bytes: u64,
+    /// The attachment, when it was got this call.
+    pub data: Option<Vec<u8>>,
+    /// `fetched`, `waiting (…why…)` (a later call gets it), or `failed: …` (it is not what its
+    /// letter names; dropped).
+    pub status: String,
+}
+
+impl From<AttachmentOutcome> for Attachment {
+    fn from(o: AttachmentOutcome) -> Self {
+        let (data, status) = match o.status {
+            AttachmentStatus::Fetched { data, .. } => (Some(data), "fetched".to_string()),
+            AttachmentStatus::Waiting(why) => (None, format!("waiting ({why})")),
+            AttachmentStatus::Failed(why) => (None, format!("failed: {why}")),
+        };
+        Attachment {
+            index: o.index,
+            bytes: o.bytes as u64,
+            data,
+            status,
+        }
+    }
+}
+
+/// What one retrieval found.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct Inbox {
+    /// Messages not retrieved before, in board order.
+    pub messages: Vec<ReceivedMessage>,
+    /// Attachments got, waiting or failed this call.
+    pub attachments: Vec<Attachment>,
+    /// omr-light-v1: messages detected whose payloads come on a later call.
+    pub pending_payloads: Vec<u64>,
+    /// Messages whose attachments are still to fetch.
+    pub pending_attachments: Vec<u64>,
+    /// Board range examined: every message for the key in `[from_index, to_index)` has now
+    /// been retrieved (but for the pending ones).
+    pub from_index: u64,
+    pub to_index: u64,
+    pub board_head: u64,
+    /// Board messages the server has not detected for the key yet.
+    pub lag: u64,
+    /// Why the attachments could not be fetched this call (the server or the network; a
+    /// later call tries again), when that happened.
+    pub attachment_error: Option<String>,
+}
+
+impl Inbox {
+    /// Whether a follower should hear of it.
+    fn has_news(&self, announced: &[u64]) -> bool {
+        !self.messages.is_empty()
+            || self.attachments.iter().any(|a| a.data.is_some())
+            || self.pending_payloads.iter().any(|i| !announced.contains(i))
+    }
+}
+
+/// Receives what [`crate::Client::follow`] finds.
+#[uniffi::export(callback_interface)]
+pub trait InboxListener: Send + Sync {
+    /// A retrieval found new messages, attachments, or messages whose payloads are pending.
+    /// Return false to stop following. Raising ends the follow with the error.
+    fn on_inbox(&self, inbox: Inbox) -> Result<bool, OmrError>;
+}
+
+/// One retrieval for `keys`, its state saved as the last step.
+pub(crate) async fn retrieve(
+    client: &omr_client::Client,
+    keys: &KeyDirectory,
+    fetch_attachments: bool,
+) -> Result<Inbox> {
+    let _one_at_a_time = keys.retrieving.lock().await;
+    let dir = &keys.dir;
+    let reg = keys.require_registration()?;
+    let secret = dir.secret()?;
+    let seal = match dir.file(omr_client::keydir::SEAL_KEY_FILE).exists() {
+        true => Some(dir.seal_key()?),
+        false => None, // a directory made before sealed payloads: sealed ones stay closed
+    };
+    let mut state = dir.digest_state(&reg)?;
+    let got: Retrieval = client.retrieve(&secret, &reg, &mut state, None).await?;
+    let letters = mailbox::open_letters(seal.as_ref(), &got);
+    let mut attachments: Vec<Attachment> =
+        (mailbox::arrived_attachments(seal.as_ref(), &got, &letters).into_iter())
+            .map(Attachment::from)
+            .collect();
+    mailbox::remember_attachments(&mut state, &got, &letters);
+    let mut attachment_error = None;
+    if let (true, Some(seal)) = (fetch_attachments, &seal) {
+        // On a failure the state keeps its attachments pending: the letters are returned now.
+        let mut after = state.clone();
+        match (client.fetch_attachments(seal, &mut after, got.board_head, None)).await {
+            Ok(outcomes) => {
+                attachments.extend(outcomes.into_iter().map(Attachment::from));
+                state = after;
+            }
+            Err(e) => attachment_error = Some(e.to_string()),
+        }
+    }
+    dir.save_digest_state(&state)?;
+    Ok(Inbox {
+        messages: letters.iter().map(ReceivedMessage::from).collect(),
+        attachments,
+        pending_payloads: got.pending.clone(),
+        pending_attachments: state.pending_attachments.iter().map(|p| p.index).collect(),
+        from_index: got.from,
+        to_index: got.to,
+        board_head: got.board_head,
+        lag: got.lag,
+        attachment_error,
+    })
+}
+
+/// Follow `keys` until the listener says stop (or raises); see [`crate::Client::follow`].
+pub(crate) async fn follow(
+    client: &omr_client::Client,
+    keys: &KeyDirectory,
+    listener: Box<dyn InboxListener>,
+) -> Result<()> {
+    let reg = keys.require_registration()?;
+    let secret = keys.dir.secret()?;
+    let mut past = keys.dir.digest_state(&reg)?.next_from;
+    let mut announced: Vec<u64> = Vec::new();
+    // The first round retrieves at once: what arrived while nobody followed.
+    let mut cursor = Some(0);
+    loop {
+        if let Some(cursor) = cursor {
+            match retrieve(client, keys, true).await {
+                Ok(inbox) => {
+                    let news = inbox.has_news(&announced);
+                    announced.clone_from(&inbox.pending_payloads);
+                    let next_from = keys.dir.digest_state(&reg)?.next_from;
+                    past = next_from.max(cursor);
+                    if news && !listener.on_inbox(inbox)? {
+                        return Ok(());
+                    }
+                }
+                Err(e) if is_transient(&e) => tokio::time::sleep(FOLLOW_RETRY).await,
+                Err(e) => return Err(e),
+            }
+        }
+        cursor = match client.wait_for_news(&secret, &reg, past).await {
+            Ok(c) => c,
+            Err(e) if e.is_transient() => {
+                tokio::time::sleep(FOLLOW_RETRY).await;
+                None
+            }
+            Err(e) => return Err(e.into()),
+        };
+    }
+}
+
+fn is_transient(e: &OmrError) -> bool {
+    matches!(
+        e,
+        OmrError::Unavailable {
+            retryable: true,
+            ..
+        } | OmrError::Refused {
+            retryable: true,
+            ..
+        }
+    )
+}
