@@ -49,8 +49,9 @@ class Omrd:
                 raise RuntimeError(f"omrd did not start:\n{self.output()}")
             time.sleep(0.05)
         a = json.loads(addr.read_text())
-        self.http = f"http://{a['http']}"
-        self.grpc = a["grpc"] if a["grpc"].startswith("http") else f"http://{a['grpc']}"
+        scheme = "https" if a.get("tls") else "http"
+        self.http = f"{scheme}://{a['http']}"
+        self.grpc = f"{scheme}://{a['grpc']}"
 
     def output(self) -> str:
         self.log.flush()
@@ -58,6 +59,7 @@ class Omrd:
         return self.log.read()
 
     def params(self) -> dict:
+        assert self.http.startswith("http:"), "params() reads a plain-text server"
         with urllib.request.urlopen(f"{self.http}/v1/params") as r:
             return json.load(r)
 

@@ -151,3 +151,67 @@ impl From<uniffi::UnexpectedUniFFICallbackError> for OmrError {
 }
 
 pub type Result<T, E = OmrError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use omr_client::{Api, Error as Sdk};
+
+    use super::OmrError;
+
+    fn url() -> String {
+        "http://omrd".into()
+    }
+
+    #[test]
+    fn sdk_errors_keep_their_codes_and_say_whether_to_retry() {
+        let busy = Sdk::Busy {
+            api: Api::Http,
+            url: url(),
+            code: "rate_limited".into(),
+            message: "slow down".into(),
+            retry_after: std::time::Duration::from_secs(1),
+        };
+        let rejected = Sdk::Rejected {
+            api: Api::Http,
+            url: url(),
+            code: "malformed_clue".into(),
+            message: "no".into(),
+        };
+        let down = Sdk::Unreachable {
+            api: Api::Grpc,
+            url: url(),
+            reason: "refused".into(),
+        };
+        let cases = [
+            (OmrError::from(busy), "rate_limited", true, "Refused"),
+            (rejected.into(), "malformed_clue", false, "Refused"),
+            (
+                Sdk::AlreadyPosted { index: 7 }.into(),
+                "duplicate_message",
+                false,
+                "Refused",
+            ),
+            (down.into(), "unreachable", true, "Unavailable"),
+            (
+                Sdk::BadInvite("x".into()).into(),
+                "bad_invite",
+                false,
+                "Invalid",
+            ),
+        ];
+        for (e, code, retryable, variant) in cases {
+            assert_eq!(e.code(), code, "{e:?}");
+            let (r, v) = match &e {
+                OmrError::Refused { retryable, .. } => (*retryable, "Refused"),
+                OmrError::Unavailable { retryable, .. } => (*retryable, "Unavailable"),
+                OmrError::Invalid { retryable, .. } => (*retryable, "Invalid"),
+                OmrError::Local { retryable, .. } => (*retryable, "Local"),
+            };
+            assert_eq!((r, v), (retryable, variant), "{e:?}");
+            // The detail is the SDK's message, which names the server or what to do.
+            assert!(e.to_string().ends_with(&format!("({code})")), "{e}");
+        }
+        let dup = OmrError::from(Sdk::AlreadyPosted { index: 7 });
+        assert!(dup.to_string().contains("index 7"), "{dup}");
+    }
+}
