@@ -670,6 +670,13 @@ open class Address: AddressProtocol, @unchecked Sendable {
     /**
      * Parse an address (white space around it and line breaks inside it are ignored); a
      * mistyped or truncated one is refused (`bad_address`): its last 4 bytes check the rest.
+     *
+     * ```python
+     * try:
+     * room = omr.Address.parse(text).max_payload_bytes()
+     * except omr.OmrError.Invalid as e:
+     * print(e.code)      # bad_address
+     * ```
      */
 public static func parse(text: String)throws  -> Address  {
     return try  FfiConverterTypeAddress_lift(try rustCallWithError(FfiConverterTypeOmrError_lift) {
@@ -785,6 +792,17 @@ public protocol ClientProtocol: AnyObject, Sendable {
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
      * raises, or the call is cancelled. Failures worth retrying (the server restarting, out
      * of reach) are retried every 5 s; others end the call.
+     *
+     * ```python
+     * class Printer(omr.InboxListener):
+     * def on_inbox(self, inbox):
+     * for m in inbox.messages: print(m.index, m.payload)
+     * return True                 # keep following
+     * task = asyncio.create_task(client.follow(keys, Printer()))
+     * ...
+     * task.cancel()                       # stops it
+     * # or: async for inbox in omr.follow(client, keys): ...
+     * ```
      */
     func follow(keys: KeyDirectory, listener: InboxListener) async throws 
     
@@ -792,6 +810,15 @@ public protocol ClientProtocol: AnyObject, Sendable {
      * Post a message made by [`Client::prepare`]; its board index. A message already on the
      * board (posted before) raises `OmrError.Refused` with code `duplicate_message`, its
      * detail naming the index it has: the board holds it once.
+     *
+     * ```python
+     * message = await client.prepare(address_text, b"later")   # offline: sealed and stamped
+     * try:
+     * index = await client.post(message)
+     * except omr.OmrError.Refused as e:
+     * if e.code != "duplicate_message":                    # posted before: fine
+     * raise
+     * ```
      */
     func post(message: PreparedMessage) async throws  -> UInt64
     
@@ -808,6 +835,12 @@ public protocol ClientProtocol: AnyObject, Sendable {
      * server's operator, for a server that registers keys only by invitation. `start_index`:
      * detect from this board index instead of the board head. A directory already registered
      * is refused (`already_registered`) unless `force`.
+     *
+     * ```python
+     * class Bar(omr.UploadProgress):
+     * def on_progress(self, sent, total): print(f"{sent * 100 // total} %")
+     * reg = await client.register(keys, invite="0f1e…", progress=Bar())
+     * ```
      */
     func register(keys: KeyDirectory, invite: String?, startIndex: UInt64?, progress: UploadProgress?, force: Bool) async throws  -> Registration
     
@@ -817,6 +850,15 @@ public protocol ClientProtocol: AnyObject, Sendable {
      * closed epoch by PIR; the rest on later calls). The key directory's state advances only
      * when the call succeeds, as its last step: a call that fails or is cancelled returns
      * nothing and the next finds the same messages; none is returned twice.
+     *
+     * ```python
+     * inbox = await client.retrieve(keys)
+     * for m in inbox.messages:
+     * print(m.index, m.payload)
+     * for a in inbox.attachments:
+     * if a.data is not None:
+     * open(f"{a.index}.bin", "wb").write(a.data)
+     * ```
      */
     func retrieve(keys: KeyDirectory, fetchAttachments: Bool) async throws  -> Inbox
     
@@ -824,6 +866,10 @@ public protocol ClientProtocol: AnyObject, Sendable {
      * Seal `payload` (and `attachment`, if given) to the recipient whose address is `to`, make
      * its clue, stamp it when the server asks for postage, and post it. Returns its board
      * index. A refused post stores nothing.
+     *
+     * ```python
+     * index = await client.send(address_text, b"paid 5", attachment=open("receipt.pdf", "rb").read())
+     * ```
      */
     func send(to: String, payload: Data, attachment: Data?) async throws  -> UInt64
     
@@ -877,6 +923,12 @@ open class Client: ClientProtocol, @unchecked Sendable {
     }
     /**
      * A client of the omrd at `config`'s URLs; nothing is sent until a call.
+     *
+     * ```python
+     * client = omr.Client(omr.ClientConfig(
+     * http_url="https://omr.example", grpc_url="https://omr.example:50051",
+     * ca_cert_pem=open("ca.pem").read(), retries=5))
+     * ```
      */
 public convenience init(config: ClientConfig)throws  {
     let handle =
@@ -926,6 +978,17 @@ open func delete(keys: KeyDirectory)async throws   {
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
      * raises, or the call is cancelled. Failures worth retrying (the server restarting, out
      * of reach) are retried every 5 s; others end the call.
+     *
+     * ```python
+     * class Printer(omr.InboxListener):
+     * def on_inbox(self, inbox):
+     * for m in inbox.messages: print(m.index, m.payload)
+     * return True                 # keep following
+     * task = asyncio.create_task(client.follow(keys, Printer()))
+     * ...
+     * task.cancel()                       # stops it
+     * # or: async for inbox in omr.follow(client, keys): ...
+     * ```
      */
 open func follow(keys: KeyDirectory, listener: InboxListener)async throws   {
     return
@@ -947,6 +1010,15 @@ open func follow(keys: KeyDirectory, listener: InboxListener)async throws   {
      * Post a message made by [`Client::prepare`]; its board index. A message already on the
      * board (posted before) raises `OmrError.Refused` with code `duplicate_message`, its
      * detail naming the index it has: the board holds it once.
+     *
+     * ```python
+     * message = await client.prepare(address_text, b"later")   # offline: sealed and stamped
+     * try:
+     * index = await client.post(message)
+     * except omr.OmrError.Refused as e:
+     * if e.code != "duplicate_message":                    # posted before: fine
+     * raise
+     * ```
      */
 open func post(message: PreparedMessage)async throws  -> UInt64  {
     return
@@ -991,6 +1063,12 @@ open func prepare(to: String, payload: Data, attachment: Data? = nil)async throw
      * server's operator, for a server that registers keys only by invitation. `start_index`:
      * detect from this board index instead of the board head. A directory already registered
      * is refused (`already_registered`) unless `force`.
+     *
+     * ```python
+     * class Bar(omr.UploadProgress):
+     * def on_progress(self, sent, total): print(f"{sent * 100 // total} %")
+     * reg = await client.register(keys, invite="0f1e…", progress=Bar())
+     * ```
      */
 open func register(keys: KeyDirectory, invite: String? = nil, startIndex: UInt64? = nil, progress: UploadProgress? = nil, force: Bool = false)async throws  -> Registration  {
     return
@@ -1014,6 +1092,15 @@ open func register(keys: KeyDirectory, invite: String? = nil, startIndex: UInt64
      * closed epoch by PIR; the rest on later calls). The key directory's state advances only
      * when the call succeeds, as its last step: a call that fails or is cancelled returns
      * nothing and the next finds the same messages; none is returned twice.
+     *
+     * ```python
+     * inbox = await client.retrieve(keys)
+     * for m in inbox.messages:
+     * print(m.index, m.payload)
+     * for a in inbox.attachments:
+     * if a.data is not None:
+     * open(f"{a.index}.bin", "wb").write(a.data)
+     * ```
      */
 open func retrieve(keys: KeyDirectory, fetchAttachments: Bool = true)async throws  -> Inbox  {
     return
@@ -1035,6 +1122,10 @@ open func retrieve(keys: KeyDirectory, fetchAttachments: Bool = true)async throw
      * Seal `payload` (and `attachment`, if given) to the recipient whose address is `to`, make
      * its clue, stamp it when the server asks for postage, and post it. Returns its board
      * index. A refused post stores nothing.
+     *
+     * ```python
+     * index = await client.send(address_text, b"paid 5", attachment=open("receipt.pdf", "rb").read())
+     * ```
      */
 open func send(to: String, payload: Data, attachment: Data? = nil)async throws  -> UInt64  {
     return
@@ -2818,6 +2909,11 @@ fileprivate func uniffiFutureContinuationCallback(handle: UInt64, pollResult: In
  *
  * TFHE keys take seconds to generate (omr-v1's detection key is 107 MB); it runs on the SDK's
  * threads, not the caller's.
+ *
+ * ```python
+ * keys = await omr.generate_keys("wallet/omr", "omr-light-v1")
+ * print(keys.address())      # omr1…: give it to senders
+ * ```
  */
 public func generateKeys(path: String, paramSet: String, kbar: UInt32? = nil, allowInsecureParams: Bool = false, overwrite: Bool = false)async throws  -> KeyDirectory  {
     return
@@ -2849,28 +2945,28 @@ private let initializationResult: InitializationResult = {
     if bindings_contract_version != scaffolding_contract_version {
         return InitializationResult.contractVersionMismatch
     }
-    if (uniffi_omr_ffi_checksum_func_generate_keys() != 9624) {
+    if (uniffi_omr_ffi_checksum_func_generate_keys() != 63991) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_omr_ffi_checksum_method_client_delete() != 3378) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_method_client_follow() != 49621) {
+    if (uniffi_omr_ffi_checksum_method_client_follow() != 39810) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_method_client_post() != 42912) {
+    if (uniffi_omr_ffi_checksum_method_client_post() != 46667) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_omr_ffi_checksum_method_client_prepare() != 32226) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_method_client_register() != 40900) {
+    if (uniffi_omr_ffi_checksum_method_client_register() != 18997) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_method_client_retrieve() != 43914) {
+    if (uniffi_omr_ffi_checksum_method_client_retrieve() != 59900) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_method_client_send() != 21403) {
+    if (uniffi_omr_ffi_checksum_method_client_send() != 13180) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_omr_ffi_checksum_method_client_status() != 1519) {
@@ -2900,10 +2996,10 @@ private let initializationResult: InitializationResult = {
     if (uniffi_omr_ffi_checksum_method_keydirectory_registration() != 51323) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_constructor_client_new() != 56189) {
+    if (uniffi_omr_ffi_checksum_constructor_client_new() != 28844) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_constructor_address_parse() != 64840) {
+    if (uniffi_omr_ffi_checksum_constructor_address_parse() != 57086) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_omr_ffi_checksum_constructor_keydirectory_open() != 50102) {

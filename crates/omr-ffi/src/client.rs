@@ -124,6 +124,12 @@ pub struct Client {
 #[uniffi::export]
 impl Client {
     /// A client of the omrd at `config`'s URLs; nothing is sent until a call.
+    ///
+    /// ```python
+    /// client = omr.Client(omr.ClientConfig(
+    ///     http_url="https://omr.example", grpc_url="https://omr.example:50051",
+    ///     ca_cert_pem=open("ca.pem").read(), retries=5))
+    /// ```
     #[uniffi::constructor]
     pub fn new(config: ClientConfig) -> Result<Arc<Self>> {
         let inner =
@@ -134,6 +140,10 @@ impl Client {
     /// Seal `payload` (and `attachment`, if given) to the recipient whose address is `to`, make
     /// its clue, stamp it when the server asks for postage, and post it. Returns its board
     /// index. A refused post stores nothing.
+    ///
+    /// ```python
+    /// index = await client.send(address_text, b"paid 5", attachment=open("receipt.pdf", "rb").read())
+    /// ```
     #[uniffi::method(default(attachment = None))]
     pub async fn send(
         &self,
@@ -177,6 +187,15 @@ impl Client {
     /// Post a message made by [`Client::prepare`]; its board index. A message already on the
     /// board (posted before) raises `OmrError.Refused` with code `duplicate_message`, its
     /// detail naming the index it has: the board holds it once.
+    ///
+    /// ```python
+    /// message = await client.prepare(address_text, b"later")   # offline: sealed and stamped
+    /// try:
+    ///     index = await client.post(message)
+    /// except omr.OmrError.Refused as e:
+    ///     if e.code != "duplicate_message":                    # posted before: fine
+    ///         raise
+    /// ```
     pub async fn post(&self, message: Arc<PreparedMessage>) -> Result<u64> {
         let client = self.inner.clone();
         runtime::run(async move { Ok(client.post_prepared(&message.inner).await?) }).await
@@ -187,6 +206,12 @@ impl Client {
     /// server's operator, for a server that registers keys only by invitation. `start_index`:
     /// detect from this board index instead of the board head. A directory already registered
     /// is refused (`already_registered`) unless `force`.
+    ///
+    /// ```python
+    /// class Bar(omr.UploadProgress):
+    ///     def on_progress(self, sent, total): print(f"{sent * 100 // total} %")
+    /// reg = await client.register(keys, invite="0f1e…", progress=Bar())
+    /// ```
     #[uniffi::method(default(invite = None, start_index = None, progress = None, force = false))]
     pub async fn register(
         &self,
@@ -241,6 +266,15 @@ impl Client {
     /// closed epoch by PIR; the rest on later calls). The key directory's state advances only
     /// when the call succeeds, as its last step: a call that fails or is cancelled returns
     /// nothing and the next finds the same messages; none is returned twice.
+    ///
+    /// ```python
+    /// inbox = await client.retrieve(keys)
+    /// for m in inbox.messages:
+    ///     print(m.index, m.payload)
+    /// for a in inbox.attachments:
+    ///     if a.data is not None:
+    ///         open(f"{a.index}.bin", "wb").write(a.data)
+    /// ```
     #[uniffi::method(default(fetch_attachments = true))]
     pub async fn retrieve(
         &self,
@@ -255,6 +289,17 @@ impl Client {
     /// messages, attachments, payloads still pending) to `listener`, until it returns false,
     /// raises, or the call is cancelled. Failures worth retrying (the server restarting, out
     /// of reach) are retried every 5 s; others end the call.
+    ///
+    /// ```python
+    /// class Printer(omr.InboxListener):
+    ///     def on_inbox(self, inbox):
+    ///         for m in inbox.messages: print(m.index, m.payload)
+    ///         return True                 # keep following
+    /// task = asyncio.create_task(client.follow(keys, Printer()))
+    /// ...
+    /// task.cancel()                       # stops it
+    /// # or: async for inbox in omr.follow(client, keys): ...
+    /// ```
     pub async fn follow(
         &self,
         keys: Arc<KeyDirectory>,

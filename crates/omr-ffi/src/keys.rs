@@ -19,6 +19,11 @@ use crate::runtime;
 ///
 /// TFHE keys take seconds to generate (omr-v1's detection key is 107 MB); it runs on the SDK's
 /// threads, not the caller's.
+///
+/// ```python
+/// keys = await omr.generate_keys("wallet/omr", "omr-light-v1")
+/// print(keys.address())      # omr1…: give it to senders
+/// ```
 #[uniffi::export(default(kbar = None, allow_insecure_params = false, overwrite = false))]
 pub async fn generate_keys(
     path: String,
@@ -172,6 +177,13 @@ pub struct Address {
 impl Address {
     /// Parse an address (white space around it and line breaks inside it are ignored); a
     /// mistyped or truncated one is refused (`bad_address`): its last 4 bytes check the rest.
+    ///
+    /// ```python
+    /// try:
+    ///     room = omr.Address.parse(text).max_payload_bytes()
+    /// except omr.OmrError.Invalid as e:
+    ///     print(e.code)      # bad_address
+    /// ```
     #[uniffi::constructor]
     pub fn parse(text: String) -> Result<Arc<Self>> {
         let inner =

@@ -142,7 +142,7 @@ impl Client {
     }
 
     /// The stamp of `postage` for `bits` (none for 0), searched as [`Client::stamp`] says.
-    async fn solve_postage(
+    pub(super) async fn solve_postage(
         &self,
         postage: Postage,
         bits: u32,
@@ -189,7 +189,7 @@ impl Client {
 
     /// [`Client::post_draft`], a message already on the board reported as
     /// [`Error::AlreadyPosted`].
-    async fn post_draft_once(&self, draft: &Draft) -> Result<Posted> {
+    pub(super) async fn post_draft_once(&self, draft: &Draft) -> Result<Posted> {
         let body = match draft {
             Draft::Tfhe(message) => return self.post_once(message).await,
             Draft::Light { .. } => draft.json(),
@@ -199,37 +199,6 @@ impl Client {
             self.http_json::<Posted>(self.http_send(req).await?).await
         })
         .await
-    }
-
-    /// Seal `letter` (and `attachment`, if any) to the recipient at `to`, make its clue and
-    /// stamp it as the server asks now, without posting it: [`Client::post_prepared`] posts it,
-    /// now or later, and again after an answer that was lost. `progress` sees the postage
-    /// search as in [`Client::send_stamped`].
-    pub async fn prepare_to(
-        &self,
-        to: &Address,
-        letter: &[u8],
-        attachment: Option<&[u8]>,
-        progress: Option<Progress>,
-    ) -> Result<Prepared> {
-        let mut draft = match attachment {
-            Some(a) => self.attachment_draft(to, letter, a).await?,
-            None => sealed_draft(to, letter)?,
-        };
-        let bits = self.postage_bits().await?;
-        let stamp = self.solve_postage(draft.postage(), bits, progress).await?;
-        draft.set_nonce(stamp);
-        Ok(Prepared { draft })
-    }
-
-    /// Post a message made by [`Client::prepare_to`]; its board index. Unlike the `send`
-    /// calls, a message that is already on the board (posted before, perhaps by a call whose
-    /// answer was lost) is reported as [`Error::AlreadyPosted`] with the index it has, so the
-    /// caller can tell a first post from a repeat; the board holds it once either way. A post
-    /// refused for its postage (the server asks for more since it was prepared) stores
-    /// nothing: prepare it again.
-    pub async fn post_prepared(&self, message: &Prepared) -> Result<u64> {
-        Ok(self.post_draft_once(&message.draft).await?.index)
     }
 
     /// Post one message as it is (stamp it first with [`Client::stamp`] when the server asks for
@@ -301,15 +270,9 @@ impl Client {
     }
 }
 
-/// A message sealed to its recipient and stamped, not posted yet ([`Client::prepare_to`]).
-#[derive(Debug, Clone)]
-pub struct Prepared {
-    draft: Draft,
-}
-
 /// `plaintext` sealed to `to`, with a fresh clue; refused when it does not fit the parameter
 /// set's payload with the seal's 50 bytes.
-fn sealed_draft(to: &Address, plaintext: &[u8]) -> Result<Draft> {
+pub(super) fn sealed_draft(to: &Address, plaintext: &[u8]) -> Result<Draft> {
     let max = to.clue_key.payload_bytes().saturating_sub(SEAL_OVERHEAD);
     if plaintext.len() > max {
         return Err(Error::SealedPayloadTooLarge {
@@ -359,7 +322,7 @@ impl Draft {
     }
 
     /// Its stamp hash before the nonce (the same for both schemes, named by the set).
-    fn postage(&self) -> Postage {
+    pub(super) fn postage(&self) -> Postage {
         match self {
             Draft::Tfhe(m) => m.postage(),
             Draft::Light {
@@ -372,7 +335,7 @@ impl Draft {
         }
     }
 
-    fn set_nonce(&mut self, stamp: Option<Stamp>) {
+    pub(super) fn set_nonce(&mut self, stamp: Option<Stamp>) {
         let nonce = stamp.map(|s| s.nonce);
         match self {
             Draft::Tfhe(m) => m.nonce = nonce,

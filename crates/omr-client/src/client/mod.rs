@@ -10,6 +10,7 @@ mod board;
 mod digest;
 mod fetch;
 mod light;
+mod prepare;
 mod registry;
 mod tail;
 mod transport;
@@ -23,9 +24,10 @@ use tonic::transport::Channel;
 
 use crate::error::{Api, Error, Result};
 
-pub use board::{Prepared, Sent};
+pub use board::Sent;
 pub use digest::FetchedDigest;
 pub use light::{PirFetch, LIGHT_QUERIES_PER_EPOCH};
+pub use prepare::Prepared;
 pub use registry::KeyStatus;
 pub(crate) use tail::FIRST_PAGE;
 pub use tail::{TailRead, DEFAULT_TAIL_MESSAGES};

@@ -971,28 +971,28 @@ private fun uniffiCheckContractApiVersion(lib: IntegrityCheckingUniffiLib) {
 }
 @Suppress("UNUSED_PARAMETER")
 private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
-    if ((lib.uniffi_omr_ffi_checksum_func_generate_keys() and 0xFFFF) != 9624) {
+    if ((lib.uniffi_omr_ffi_checksum_func_generate_keys() and 0xFFFF) != 63991) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_method_client_delete() and 0xFFFF) != 3378) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_method_client_follow() and 0xFFFF) != 49621) {
+    if ((lib.uniffi_omr_ffi_checksum_method_client_follow() and 0xFFFF) != 39810) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_method_client_post() and 0xFFFF) != 42912) {
+    if ((lib.uniffi_omr_ffi_checksum_method_client_post() and 0xFFFF) != 46667) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_method_client_prepare() and 0xFFFF) != 32226) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_method_client_register() and 0xFFFF) != 40900) {
+    if ((lib.uniffi_omr_ffi_checksum_method_client_register() and 0xFFFF) != 18997) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_method_client_retrieve() and 0xFFFF) != 43914) {
+    if ((lib.uniffi_omr_ffi_checksum_method_client_retrieve() and 0xFFFF) != 59900) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_method_client_send() and 0xFFFF) != 21403) {
+    if ((lib.uniffi_omr_ffi_checksum_method_client_send() and 0xFFFF) != 13180) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_method_client_status() and 0xFFFF) != 1519) {
@@ -1022,10 +1022,10 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_omr_ffi_checksum_method_keydirectory_registration() and 0xFFFF) != 51323) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_constructor_client_new() and 0xFFFF) != 56189) {
+    if ((lib.uniffi_omr_ffi_checksum_constructor_client_new() and 0xFFFF) != 28844) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_constructor_address_parse() and 0xFFFF) != 64840) {
+    if ((lib.uniffi_omr_ffi_checksum_constructor_address_parse() and 0xFFFF) != 57086) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_constructor_keydirectory_open() and 0xFFFF) != 50102) {
@@ -1694,6 +1694,13 @@ open class Address: Disposable, AutoCloseable, AddressInterface
     /**
      * Parse an address (white space around it and line breaks inside it are ignored); a
      * mistyped or truncated one is refused (`bad_address`): its last 4 bytes check the rest.
+     *
+     * ```python
+     * try:
+     * room = omr.Address.parse(text).max_payload_bytes()
+     * except omr.OmrError.Invalid as e:
+     * print(e.code)      # bad_address
+     * ```
      */
     @Throws(OmrException::class) fun `parse`(`text`: kotlin.String): Address {
             return FfiConverterTypeAddress.lift(
@@ -1848,6 +1855,17 @@ public interface ClientInterface {
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
      * raises, or the call is cancelled. Failures worth retrying (the server restarting, out
      * of reach) are retried every 5 s; others end the call.
+     *
+     * ```python
+     * class Printer(omr.InboxListener):
+     * def on_inbox(self, inbox):
+     * for m in inbox.messages: print(m.index, m.payload)
+     * return True                 # keep following
+     * task = asyncio.create_task(client.follow(keys, Printer()))
+     * ...
+     * task.cancel()                       # stops it
+     * # or: async for inbox in omr.follow(client, keys): ...
+     * ```
      */
     suspend fun `follow`(`keys`: KeyDirectory, `listener`: InboxListener)
     
@@ -1855,6 +1873,15 @@ public interface ClientInterface {
      * Post a message made by [`Client::prepare`]; its board index. A message already on the
      * board (posted before) raises `OmrError.Refused` with code `duplicate_message`, its
      * detail naming the index it has: the board holds it once.
+     *
+     * ```python
+     * message = await client.prepare(address_text, b"later")   # offline: sealed and stamped
+     * try:
+     * index = await client.post(message)
+     * except omr.OmrError.Refused as e:
+     * if e.code != "duplicate_message":                    # posted before: fine
+     * raise
+     * ```
      */
     suspend fun `post`(`message`: PreparedMessage): kotlin.ULong
     
@@ -1871,6 +1898,12 @@ public interface ClientInterface {
      * server's operator, for a server that registers keys only by invitation. `start_index`:
      * detect from this board index instead of the board head. A directory already registered
      * is refused (`already_registered`) unless `force`.
+     *
+     * ```python
+     * class Bar(omr.UploadProgress):
+     * def on_progress(self, sent, total): print(f"{sent * 100 // total} %")
+     * reg = await client.register(keys, invite="0f1e…", progress=Bar())
+     * ```
      */
     suspend fun `register`(`keys`: KeyDirectory, `invite`: kotlin.String? = null, `startIndex`: kotlin.ULong? = null, `progress`: UploadProgress? = null, `force`: kotlin.Boolean = false): Registration
     
@@ -1880,6 +1913,15 @@ public interface ClientInterface {
      * closed epoch by PIR; the rest on later calls). The key directory's state advances only
      * when the call succeeds, as its last step: a call that fails or is cancelled returns
      * nothing and the next finds the same messages; none is returned twice.
+     *
+     * ```python
+     * inbox = await client.retrieve(keys)
+     * for m in inbox.messages:
+     * print(m.index, m.payload)
+     * for a in inbox.attachments:
+     * if a.data is not None:
+     * open(f"{a.index}.bin", "wb").write(a.data)
+     * ```
      */
     suspend fun `retrieve`(`keys`: KeyDirectory, `fetchAttachments`: kotlin.Boolean = true): Inbox
     
@@ -1887,6 +1929,10 @@ public interface ClientInterface {
      * Seal `payload` (and `attachment`, if given) to the recipient whose address is `to`, make
      * its clue, stamp it when the server asks for postage, and post it. Returns its board
      * index. A refused post stores nothing.
+     *
+     * ```python
+     * index = await client.send(address_text, b"paid 5", attachment=open("receipt.pdf", "rb").read())
+     * ```
      */
     suspend fun `send`(`to`: kotlin.String, `payload`: kotlin.ByteArray, `attachment`: kotlin.ByteArray? = null): kotlin.ULong
     
@@ -1927,6 +1973,12 @@ open class Client: Disposable, AutoCloseable, ClientInterface
     }
     /**
      * A client of the omrd at `config`'s URLs; nothing is sent until a call.
+     *
+     * ```python
+     * client = omr.Client(omr.ClientConfig(
+     * http_url="https://omr.example", grpc_url="https://omr.example:50051",
+     * ca_cert_pem=open("ca.pem").read(), retries=5))
+     * ```
      */
     constructor(`config`: ClientConfig) :
         this(UniffiWithHandle, 
@@ -2047,6 +2099,17 @@ open class Client: Disposable, AutoCloseable, ClientInterface
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
      * raises, or the call is cancelled. Failures worth retrying (the server restarting, out
      * of reach) are retried every 5 s; others end the call.
+     *
+     * ```python
+     * class Printer(omr.InboxListener):
+     * def on_inbox(self, inbox):
+     * for m in inbox.messages: print(m.index, m.payload)
+     * return True                 # keep following
+     * task = asyncio.create_task(client.follow(keys, Printer()))
+     * ...
+     * task.cancel()                       # stops it
+     * # or: async for inbox in omr.follow(client, keys): ...
+     * ```
      */
     @Throws(OmrException::class)
     @Suppress("ASSIGNED_BUT_NEVER_ACCESSED_VARIABLE")
@@ -2076,6 +2139,15 @@ open class Client: Disposable, AutoCloseable, ClientInterface
      * Post a message made by [`Client::prepare`]; its board index. A message already on the
      * board (posted before) raises `OmrError.Refused` with code `duplicate_message`, its
      * detail naming the index it has: the board holds it once.
+     *
+     * ```python
+     * message = await client.prepare(address_text, b"later")   # offline: sealed and stamped
+     * try:
+     * index = await client.post(message)
+     * except omr.OmrError.Refused as e:
+     * if e.code != "duplicate_message":                    # posted before: fine
+     * raise
+     * ```
      */
     @Throws(OmrException::class)
     @Suppress("ASSIGNED_BUT_NEVER_ACCESSED_VARIABLE")
@@ -2134,6 +2206,12 @@ open class Client: Disposable, AutoCloseable, ClientInterface
      * server's operator, for a server that registers keys only by invitation. `start_index`:
      * detect from this board index instead of the board head. A directory already registered
      * is refused (`already_registered`) unless `force`.
+     *
+     * ```python
+     * class Bar(omr.UploadProgress):
+     * def on_progress(self, sent, total): print(f"{sent * 100 // total} %")
+     * reg = await client.register(keys, invite="0f1e…", progress=Bar())
+     * ```
      */
     @Throws(OmrException::class)
     @Suppress("ASSIGNED_BUT_NEVER_ACCESSED_VARIABLE")
@@ -2167,6 +2245,15 @@ open class Client: Disposable, AutoCloseable, ClientInterface
      * closed epoch by PIR; the rest on later calls). The key directory's state advances only
      * when the call succeeds, as its last step: a call that fails or is cancelled returns
      * nothing and the next finds the same messages; none is returned twice.
+     *
+     * ```python
+     * inbox = await client.retrieve(keys)
+     * for m in inbox.messages:
+     * print(m.index, m.payload)
+     * for a in inbox.attachments:
+     * if a.data is not None:
+     * open(f"{a.index}.bin", "wb").write(a.data)
+     * ```
      */
     @Throws(OmrException::class)
     @Suppress("ASSIGNED_BUT_NEVER_ACCESSED_VARIABLE")
@@ -2195,6 +2282,10 @@ open class Client: Disposable, AutoCloseable, ClientInterface
      * Seal `payload` (and `attachment`, if given) to the recipient whose address is `to`, make
      * its clue, stamp it when the server asks for postage, and post it. Returns its board
      * index. A refused post stores nothing.
+     *
+     * ```python
+     * index = await client.send(address_text, b"paid 5", attachment=open("receipt.pdf", "rb").read())
+     * ```
      */
     @Throws(OmrException::class)
     @Suppress("ASSIGNED_BUT_NEVER_ACCESSED_VARIABLE")
@@ -4028,6 +4119,11 @@ public object FfiConverterSequenceTypeReceivedMessage: FfiConverterRustBuffer<Li
          *
          * TFHE keys take seconds to generate (omr-v1's detection key is 107 MB); it runs on the SDK's
          * threads, not the caller's.
+         *
+         * ```python
+         * keys = await omr.generate_keys("wallet/omr", "omr-light-v1")
+         * print(keys.address())      # omr1…: give it to senders
+         * ```
          */
     @Throws(OmrException::class)
     @Suppress("ASSIGNED_BUT_NEVER_ACCESSED_VARIABLE")
