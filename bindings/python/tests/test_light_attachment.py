@@ -1,0 +1,58 @@
+"""omr-light-v1 with attachments from Python: on a light server that takes attachments a
+payload and its attachment come by PIR from their epoch once it closes (4,096 messages: the
+board is filled from Python), byte-exact."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import omr
+
+from conftest import client_for
+
+EPOCH = 4096  # omr-light-v1's epoch: one detection batch
+
+
+def test_a_light_payload_and_its_attachment_arrive_byte_exact(omrd_factory, tmp_path):
+    server = omrd_factory(OMR_PARAM_SET="omr-light-v1", OMR_MAX_ATTACHMENT_BYTES="1024")
+    assert server.params()["epoch_len"] == EPOCH
+
+    async def main():
+        client = client_for(server)
+        keys = await omr.generate_keys(str(tmp_path / "alice"), "omr-light-v1")
+        stranger = await omr.generate_keys(str(tmp_path / "stranger"), "omr-light-v1")
+        await client.register(keys)
+        letter, picture = b"see attached", os.urandom(900)
+        index = await client.send(keys.address(), letter, attachment=picture)
+        # Until the epoch closes the message is detected and its payload pending.
+        async with asyncio.timeout(30):
+            while True:
+                inbox = await client.retrieve(keys)
+                assert inbox.messages == []
+                if inbox.pending_payloads == [index]:
+                    break
+                await asyncio.sleep(0.2)
+        # Close the epoch: the rest of its 4,096 messages to someone else, 64 at a time.
+        to = stranger.address()
+        for start in range(index + 1, EPOCH, 64):
+            prepared = await asyncio.gather(
+                *(client.prepare(to, b"filler") for _ in range(start, min(EPOCH, start + 64)))
+            )
+            await asyncio.gather(*(client.post(p) for p in prepared))
+        got, attachments = [], []
+        async with asyncio.timeout(120):
+            while not got or not attachments:
+                inbox = await client.retrieve(keys)
+                got += inbox.messages
+                attachments += [a for a in inbox.attachments if a.data is not None]
+                if not (got and attachments):
+                    await asyncio.sleep(0.3)
+        [m] = got
+        assert (m.index, m.payload, m.has_attachment) == (index, letter, True)
+        [a] = attachments
+        assert (a.index, a.data) == (index, picture)
+        again = await client.retrieve(keys)
+        assert again.messages == [] and again.pending_payloads == [] and again.pending_attachments == []
+
+    asyncio.run(main())
