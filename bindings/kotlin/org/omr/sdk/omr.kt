@@ -989,7 +989,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_omr_ffi_checksum_method_client_register() and 0xFFFF) != 18997) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_method_client_retrieve() and 0xFFFF) != 59900) {
+    if ((lib.uniffi_omr_ffi_checksum_method_client_retrieve() and 0xFFFF) != 44443) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_method_client_send() and 0xFFFF) != 13180) {
@@ -1911,8 +1911,9 @@ public interface ClientInterface {
      * What is new for `keys` since the last retrieval: the messages detected for it, their
      * payloads opened, and the attachments got this call (with `fetch_attachments`, one per
      * closed epoch by PIR; the rest on later calls). The key directory's state advances only
-     * when the call succeeds, as its last step: a call that fails or is cancelled returns
-     * nothing and the next finds the same messages; none is returned twice.
+     * when the call succeeds, as its last step: a call that fails returns nothing and the next
+     * finds the same messages. Known defect: a cancel that lands after that step loses the
+     * messages (docs/bindings.md, "Exactly once").
      *
      * ```python
      * inbox = await client.retrieve(keys)
@@ -2243,8 +2244,9 @@ open class Client: Disposable, AutoCloseable, ClientInterface
      * What is new for `keys` since the last retrieval: the messages detected for it, their
      * payloads opened, and the attachments got this call (with `fetch_attachments`, one per
      * closed epoch by PIR; the rest on later calls). The key directory's state advances only
-     * when the call succeeds, as its last step: a call that fails or is cancelled returns
-     * nothing and the next finds the same messages; none is returned twice.
+     * when the call succeeds, as its last step: a call that fails returns nothing and the next
+     * finds the same messages. Known defect: a cancel that lands after that step loses the
+     * messages (docs/bindings.md, "Exactly once").
      *
      * ```python
      * inbox = await client.retrieve(keys)
