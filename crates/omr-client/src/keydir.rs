@@ -184,6 +184,15 @@ impl KeyDir {
         SealKey::from_bytes(&bytes).map_err(|e| Error::bad_file(path, e.to_string()))
     }
 
+    /// The seal key, or `None` for a directory made before sealed payloads (its sealed
+    /// messages cannot be opened; unsealed ones still can).
+    pub fn seal_key_if_any(&self) -> Result<Option<SealKey>> {
+        match self.file(SEAL_KEY_FILE).exists() {
+            true => self.seal_key().map(Some),
+            false => Ok(None),
+        }
+    }
+
     /// The recipient's address (what `omr address` prints).
     pub fn address(&self) -> Result<Address> {
         let path = self.file(ADDRESS_FILE);

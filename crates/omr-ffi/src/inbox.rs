@@ -126,10 +126,8 @@ pub(crate) async fn retrieve(
     let dir = &keys.dir;
     let reg = keys.require_registration()?;
     let secret = dir.secret()?;
-    let seal = match dir.file(omr_client::keydir::SEAL_KEY_FILE).exists() {
-        true => Some(dir.seal_key()?),
-        false => None, // a directory made before sealed payloads: sealed ones stay closed
-    };
+    // A directory made before sealed payloads: sealed ones stay closed.
+    let seal = dir.seal_key_if_any()?;
     let mut state = dir.digest_state(&reg)?;
     let got: Retrieval = client.retrieve(&secret, &reg, &mut state, None).await?;
     let letters = mailbox::open_letters(seal.as_ref(), &got);

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use base64::Engine;
-use omr_client::keydir::{self, KeyDir};
+use omr_client::keydir::KeyDir;
 use omr_client::{Letter, Received, SealKey};
 use serde_json::json;
 
@@ -14,8 +14,8 @@ use crate::ui;
 /// The key directory's seal key; `None` (with a warning) for a directory made before sealed
 /// payloads, whose sealed messages then cannot be opened.
 pub fn seal_key(dir: &KeyDir) -> anyhow::Result<Option<SealKey>> {
-    if dir.file(keydir::SEAL_KEY_FILE).exists() {
-        return Ok(Some(dir.seal_key()?));
+    if let Some(seal) = dir.seal_key_if_any()? {
+        return Ok(Some(seal));
     }
     eprintln!(
         "warning: {} has no seal.key (made before sealed payloads): sealed messages cannot be opened",
