@@ -12,6 +12,8 @@ shift || true
 venv=target/python-venv
 
 python3 -m venv "$venv"
+# maturin's build backend runs the `maturin` command by name: the venv's, not any other.
+export PATH="$PWD/$venv/bin:$PATH"
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r bindings/python/requirements-test.txt
 # A wheel, built as `pip install ./bindings/python` builds the package (no build isolation: the
 # maturin pinned above builds it, with no other download), then installed.

@@ -790,7 +790,8 @@ public protocol ClientProtocol: AnyObject, Sendable {
     /**
      * Follow `keys`: wait for new messages and hand each retrieval that found something (new
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
-     * raises, or the call is cancelled. Failures worth retrying (the server restarting, out
+     * raises, or the call is cancelled. Each inbox is acknowledged when `on_inbox` returns;
+     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval. Failures worth retrying (the server restarting, out
      * of reach) are retried every 5 s; others end the call.
      *
      * ```python
@@ -845,12 +846,13 @@ public protocol ClientProtocol: AnyObject, Sendable {
     func register(keys: KeyDirectory, invite: String?, startIndex: UInt64?, progress: UploadProgress?, force: Bool) async throws  -> Registration
     
     /**
-     * What is new for `keys` since the last retrieval: the messages detected for it, their
-     * payloads opened, and the attachments got this call (with `fetch_attachments`, one per
-     * closed epoch by PIR; the rest on later calls). The key directory's state advances only
-     * when the call succeeds, as its last step: a call that fails returns nothing and the next
-     * finds the same messages. Known defect: a cancel that lands after that step loses the
-     * messages (docs/bindings.md, "Exactly once").
+     * What is new for `keys` since the last acknowledged retrieval: the messages detected for
+     * it, their payloads opened, and the attachments got this call (with `fetch_attachments`,
+     * one per closed epoch by PIR; the rest on later calls). The call changes nothing in the
+     * key directory: once the messages are kept, [`KeyDirectory::acknowledge`] the inbox, and
+     * the next retrieval starts after them. Until then, or when the call fails or is
+     * cancelled, the next retrieval returns the same messages (docs/bindings.md, "Exactly
+     * once").
      *
      * ```python
      * inbox = await client.retrieve(keys)
@@ -859,6 +861,7 @@ public protocol ClientProtocol: AnyObject, Sendable {
      * for a in inbox.attachments:
      * if a.data is not None:
      * open(f"{a.index}.bin", "wb").write(a.data)
+     * keys.acknowledge(inbox)
      * ```
      */
     func retrieve(keys: KeyDirectory, fetchAttachments: Bool) async throws  -> Inbox
@@ -977,7 +980,8 @@ open func delete(keys: KeyDirectory)async throws   {
     /**
      * Follow `keys`: wait for new messages and hand each retrieval that found something (new
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
-     * raises, or the call is cancelled. Failures worth retrying (the server restarting, out
+     * raises, or the call is cancelled. Each inbox is acknowledged when `on_inbox` returns;
+     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval. Failures worth retrying (the server restarting, out
      * of reach) are retried every 5 s; others end the call.
      *
      * ```python
@@ -1088,12 +1092,13 @@ open func register(keys: KeyDirectory, invite: String? = nil, startIndex: UInt64
 }
     
     /**
-     * What is new for `keys` since the last retrieval: the messages detected for it, their
-     * payloads opened, and the attachments got this call (with `fetch_attachments`, one per
-     * closed epoch by PIR; the rest on later calls). The key directory's state advances only
-     * when the call succeeds, as its last step: a call that fails returns nothing and the next
-     * finds the same messages. Known defect: a cancel that lands after that step loses the
-     * messages (docs/bindings.md, "Exactly once").
+     * What is new for `keys` since the last acknowledged retrieval: the messages detected for
+     * it, their payloads opened, and the attachments got this call (with `fetch_attachments`,
+     * one per closed epoch by PIR; the rest on later calls). The call changes nothing in the
+     * key directory: once the messages are kept, [`KeyDirectory::acknowledge`] the inbox, and
+     * the next retrieval starts after them. Until then, or when the call fails or is
+     * cancelled, the next retrieval returns the same messages (docs/bindings.md, "Exactly
+     * once").
      *
      * ```python
      * inbox = await client.retrieve(keys)
@@ -1102,6 +1107,7 @@ open func register(keys: KeyDirectory, invite: String? = nil, startIndex: UInt64
      * for a in inbox.attachments:
      * if a.data is not None:
      * open(f"{a.index}.bin", "wb").write(a.data)
+     * keys.acknowledge(inbox)
      * ```
      */
 open func retrieve(keys: KeyDirectory, fetchAttachments: Bool = true)async throws  -> Inbox  {
@@ -1216,10 +1222,26 @@ public func FfiConverterTypeClient_lower(_ value: Client) -> UInt64 {
 
 /**
  * A recipient's key directory (as `omr keygen` writes it): keys, address, registration and
- * where retrieval stands. Retrievals of one directory through one `KeyDirectory` object run one
- * at a time.
+ * where retrieval stands (moved by [`KeyDirectory::acknowledge`]). Retrievals of one directory
+ * through one `KeyDirectory` object run one at a time; use one object per directory.
  */
 public protocol KeyDirectoryProtocol: AnyObject, Sendable {
+    
+    /**
+     * Say that `inbox` (from [`crate::Client::retrieve`]) has been kept: the directory's state
+     * moves past its messages, and the next retrieval starts after them. Until then each
+     * retrieval returns them again, so a crash or a cancel between retrieving and keeping
+     * loses nothing. Acknowledging the same inbox again does nothing. An inbox retrieved
+     * before another one that was acknowledged first is refused (`stale_inbox`) and saves
+     * nothing: the next retrieval returns what it held beyond that one.
+     *
+     * ```python
+     * inbox = await client.retrieve(keys)
+     * store(inbox.messages)          # the application's own, durable
+     * keys.acknowledge(inbox)
+     * ```
+     */
+    func acknowledge(inbox: Inbox) throws 
     
     /**
      * The recipient's address, one line of text to give to senders (what `omr address`
@@ -1247,8 +1269,8 @@ public protocol KeyDirectoryProtocol: AnyObject, Sendable {
 }
 /**
  * A recipient's key directory (as `omr keygen` writes it): keys, address, registration and
- * where retrieval stands. Retrievals of one directory through one `KeyDirectory` object run one
- * at a time.
+ * where retrieval stands (moved by [`KeyDirectory::acknowledge`]). Retrievals of one directory
+ * through one `KeyDirectory` object run one at a time; use one object per directory.
  */
 open class KeyDirectory: KeyDirectoryProtocol, @unchecked Sendable {
     fileprivate let handle: UInt64
@@ -1315,6 +1337,29 @@ public static func `open`(path: String)throws  -> KeyDirectory  {
 }
     
 
+    
+    /**
+     * Say that `inbox` (from [`crate::Client::retrieve`]) has been kept: the directory's state
+     * moves past its messages, and the next retrieval starts after them. Until then each
+     * retrieval returns them again, so a crash or a cancel between retrieving and keeping
+     * loses nothing. Acknowledging the same inbox again does nothing. An inbox retrieved
+     * before another one that was acknowledged first is refused (`stale_inbox`) and saves
+     * nothing: the next retrieval returns what it held beyond that one.
+     *
+     * ```python
+     * inbox = await client.retrieve(keys)
+     * store(inbox.messages)          # the application's own, durable
+     * keys.acknowledge(inbox)
+     * ```
+     */
+open func acknowledge(inbox: Inbox)throws   {try rustCallWithError(FfiConverterTypeOmrError_lift) {
+        uniffiCallStatus in
+    uniffi_omr_ffi_fn_method_keydirectory_acknowledge(
+            self.uniffiCloneHandle(),
+        FfiConverterTypeInbox_lower(inbox),uniffiCallStatus
+    )
+}
+}
     
     /**
      * The recipient's address, one line of text to give to senders (what `omr address`
@@ -1800,6 +1845,12 @@ public struct Inbox: Equatable, Hashable {
      * later call tries again), when that happened.
      */
     public var attachmentError: String?
+    /**
+     * What `KeyDirectory.acknowledge` saves (opaque): until this inbox is acknowledged the
+     * key directory's state stays where it was, and the next retrieval returns these
+     * messages again.
+     */
+    public var receipt: Data
 
     // Default memberwise initializers are never public by default, so we
     // declare one manually.
@@ -1826,7 +1877,12 @@ public struct Inbox: Equatable, Hashable {
         /**
          * Why the attachments could not be fetched this call (the server or the network; a
          * later call tries again), when that happened.
-         */attachmentError: String?) {
+         */attachmentError: String?, 
+        /**
+         * What `KeyDirectory.acknowledge` saves (opaque): until this inbox is acknowledged the
+         * key directory's state stays where it was, and the next retrieval returns these
+         * messages again.
+         */receipt: Data) {
         self.messages = messages
         self.attachments = attachments
         self.pendingPayloads = pendingPayloads
@@ -1836,6 +1892,7 @@ public struct Inbox: Equatable, Hashable {
         self.boardHead = boardHead
         self.lag = lag
         self.attachmentError = attachmentError
+        self.receipt = receipt
     }
 
     
@@ -1862,7 +1919,8 @@ public struct FfiConverterTypeInbox: FfiConverterRustBuffer {
                 toIndex: FfiConverterUInt64.read(from: &buf), 
                 boardHead: FfiConverterUInt64.read(from: &buf), 
                 lag: FfiConverterUInt64.read(from: &buf), 
-                attachmentError: FfiConverterOptionString.read(from: &buf)
+                attachmentError: FfiConverterOptionString.read(from: &buf), 
+                receipt: FfiConverterData.read(from: &buf)
         )
     }
 
@@ -1876,6 +1934,7 @@ public struct FfiConverterTypeInbox: FfiConverterRustBuffer {
         FfiConverterUInt64.write(value.boardHead, into: &buf)
         FfiConverterUInt64.write(value.lag, into: &buf)
         FfiConverterOptionString.write(value.attachmentError, into: &buf)
+        FfiConverterData.write(value.receipt, into: &buf)
     }
 }
 
@@ -2953,7 +3012,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_omr_ffi_checksum_method_client_delete() != 3378) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_method_client_follow() != 39810) {
+    if (uniffi_omr_ffi_checksum_method_client_follow() != 28295) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_omr_ffi_checksum_method_client_post() != 46667) {
@@ -2965,7 +3024,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_omr_ffi_checksum_method_client_register() != 18997) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_method_client_retrieve() != 44443) {
+    if (uniffi_omr_ffi_checksum_method_client_retrieve() != 65) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_omr_ffi_checksum_method_client_send() != 13180) {
@@ -2981,6 +3040,9 @@ private let initializationResult: InitializationResult = {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_omr_ffi_checksum_method_address_text() != 63403) {
+        return InitializationResult.apiChecksumMismatch
+    }
+    if (uniffi_omr_ffi_checksum_method_keydirectory_acknowledge() != 34911) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_omr_ffi_checksum_method_keydirectory_address() != 51094) {

@@ -385,6 +385,11 @@ void uniffi_omr_ffi_fn_free_keydirectory(uint64_t handle, RustCallStatus *_Nonnu
 uint64_t uniffi_omr_ffi_fn_constructor_keydirectory_open(RustBuffer path, RustCallStatus *_Nonnull out_status
 );
 #endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_OMR_FFI_FN_METHOD_KEYDIRECTORY_ACKNOWLEDGE
+#define UNIFFI_FFIDEF_UNIFFI_OMR_FFI_FN_METHOD_KEYDIRECTORY_ACKNOWLEDGE
+void uniffi_omr_ffi_fn_method_keydirectory_acknowledge(uint64_t ptr, RustBuffer inbox, RustCallStatus *_Nonnull out_status
+);
+#endif
 #ifndef UNIFFI_FFIDEF_UNIFFI_OMR_FFI_FN_METHOD_KEYDIRECTORY_ADDRESS
 #define UNIFFI_FFIDEF_UNIFFI_OMR_FFI_FN_METHOD_KEYDIRECTORY_ADDRESS
 RustBuffer uniffi_omr_ffi_fn_method_keydirectory_address(uint64_t ptr, RustCallStatus *_Nonnull out_status
@@ -754,6 +759,12 @@ uint16_t uniffi_omr_ffi_checksum_method_address_param_set(void
 #ifndef UNIFFI_FFIDEF_UNIFFI_OMR_FFI_CHECKSUM_METHOD_ADDRESS_TEXT
 #define UNIFFI_FFIDEF_UNIFFI_OMR_FFI_CHECKSUM_METHOD_ADDRESS_TEXT
 uint16_t uniffi_omr_ffi_checksum_method_address_text(void
+    
+);
+#endif
+#ifndef UNIFFI_FFIDEF_UNIFFI_OMR_FFI_CHECKSUM_METHOD_KEYDIRECTORY_ACKNOWLEDGE
+#define UNIFFI_FFIDEF_UNIFFI_OMR_FFI_CHECKSUM_METHOD_KEYDIRECTORY_ACKNOWLEDGE
+uint16_t uniffi_omr_ffi_checksum_method_keydirectory_acknowledge(void
     
 );
 #endif

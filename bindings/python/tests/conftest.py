@@ -109,9 +109,27 @@ def client_for(o: Omrd):
     return omr.Client(omr.ClientConfig(http_url=o.http, grpc_url=o.grpc))
 
 
+async def light_recipient(server: Omrd, path):
+    """A client of `server` and omr-light-v1 keys generated at `path`, registered."""
+    import omr
+
+    client = client_for(server)
+    keys = await omr.generate_keys(str(path), "omr-light-v1")
+    await client.register(keys)
+    return client, keys
+
+
+async def until_detected(client, keys, index: int):
+    """Wait until the server has detected board index `index` for `keys`."""
+    import asyncio
+
+    while (await client.status(keys)).cursor <= index:
+        await asyncio.sleep(0.1)
+
+
 async def retrieve_until(client, keys, want: int, timeout: float = 60.0):
-    """Retrieve until `want` messages came in all (each retrieval returns only new ones);
-    every message retrieved, in order."""
+    """Retrieve until `want` messages came in all, acknowledging each inbox (so that each
+    retrieval returns only new ones); every message retrieved, in order."""
     import asyncio
 
     got = []
@@ -119,6 +137,7 @@ async def retrieve_until(client, keys, want: int, timeout: float = 60.0):
     while len(got) < want:
         inbox = await client.retrieve(keys)
         got.extend(inbox.messages)
+        keys.acknowledge(inbox)
         if len(got) >= want:
             break
         assert asyncio.get_running_loop().time() < deadline, f"only {len(got)} of {want} messages"

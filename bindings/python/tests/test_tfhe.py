@@ -40,6 +40,7 @@ def test_a_payload_is_followed_and_retrieved_byte_exact(omrd_factory, tmp_path):
             async for inbox in omr.follow(client, keys):
                 got.extend(inbox.messages)
                 if got:
+                    keys.acknowledge(inbox)  # leaving the loop does not acknowledge it
                     return
 
         following = asyncio.create_task(follow())
@@ -84,6 +85,7 @@ def test_a_payload_and_its_attachment_arrive_byte_exact(omrd_factory, tmp_path):
                 inbox = await client.retrieve(keys)
                 got += inbox.messages
                 attachments += [a for a in inbox.attachments if a.data is not None]
+                keys.acknowledge(inbox)
                 if not attachments:
                     assert inbox.pending_attachments == ([index] if got else [])
                     await asyncio.sleep(0.3)

@@ -1,7 +1,8 @@
 //! What a recipient makes of a [`Retrieval`]: its payloads opened with the seal key
 //! ([`open_letters`]), the attachments its letters name remembered in the [`DigestState`]
-//! ([`remember_attachments`]), those that came with their payloads opened
-//! ([`arrived_attachments`]), and the rest fetched by PIR once their epoch has closed
+//! ([`remember_attachments`]), those that came by PIR in the retrieval opened
+//! ([`arrived_attachments`]: omr-light-v1, with their payloads or in their epoch's round), and
+//! on the TFHE lanes the rest fetched by PIR once their epoch has closed
 //! ([`Client::fetch_attachments`]: one per closed epoch per call, so the server sees one fetch
 //! from an epoch whatever the recipient holds there).
 //!
@@ -97,42 +98,68 @@ impl AttachmentOutcome {
     }
 }
 
-/// omr-light-v1: the attachments that came by PIR with their payloads, checked against their
-/// letters' references and opened with `seal`.
+/// omr-light-v1: the attachments that came by PIR in `got`, checked against their letters'
+/// references and opened with `seal`: with their payloads (the letters of this call), or for
+/// letters of an earlier call, read from the board's tail while their epoch was open (their
+/// references in `state`, from which they are dropped).
 pub fn arrived_attachments(
     seal: Option<&SealKey>,
+    state: &mut DigestState,
     got: &Retrieval,
     letters: &[Received],
 ) -> Vec<AttachmentOutcome> {
+    let Some(seal) = seal else {
+        return Vec::new();
+    };
+    let open = |sealed: &[u8], reference: &seal::AttachmentRef| match seal
+        .open_attachment(sealed, reference)
+    {
+        Ok(data) => AttachmentStatus::Fetched {
+            data,
+            with_payload: true,
+        },
+        Err(e) => AttachmentStatus::Failed(e.to_string()),
+    };
     let mut outcomes = Vec::new();
     for m in letters {
-        let (Some(sealed), Some(reference), Some(seal)) =
-            (got.attachments.get(&m.index), &m.attachment, seal)
-        else {
+        let (Some(sealed), Some(reference)) = (got.attachments.get(&m.index), &m.attachment) else {
             continue;
-        };
-        let status = match seal.open_attachment(sealed, reference) {
-            Ok(data) => AttachmentStatus::Fetched {
-                data,
-                with_payload: true,
-            },
-            Err(e) => AttachmentStatus::Failed(e.to_string()),
         };
         outcomes.push(AttachmentOutcome {
             index: m.index,
             bytes: (reference.len as usize).saturating_sub(SEAL_OVERHEAD),
-            status,
+            status: open(sealed, reference),
         });
     }
+    state.pending_attachments.retain(|p| {
+        let Some(sealed) = got.attachments.get(&p.index) else {
+            return true;
+        };
+        let status = match p.reference() {
+            Some(reference) => match open(sealed, &reference) {
+                AttachmentStatus::Fetched { data, .. } => AttachmentStatus::Fetched {
+                    data,
+                    with_payload: false,
+                },
+                failed => failed,
+            },
+            None => AttachmentStatus::Failed(
+                "its reference in digest-state.json is damaged".to_string(),
+            ),
+        };
+        outcomes.push(AttachmentOutcome::new(p, status));
+        false
+    });
     outcomes
 }
 
 impl Client {
-    /// Fetch by PIR one pending attachment of each closed epoch (board head `head`), open it
-    /// with `seal`, and drop it from `state`; the others are reported
+    /// TFHE lanes: fetch by PIR one pending attachment of each closed epoch (board head
+    /// `head`), open it with `seal`, and drop it from `state`; the others are reported
     /// [`AttachmentStatus::Waiting`] and stay. A fetched attachment that is not the one its
     /// letter names is reported [`AttachmentStatus::Failed`] and dropped too. `progress` sees
-    /// `(fetches done, fetches this call)`.
+    /// `(fetches done, fetches this call)`. On omr-light-v1 every pending attachment is
+    /// reported waiting: it comes in a retrieval ([`arrived_attachments`]).
     ///
     /// A failure of the server or the network ends the call with that error and leaves `state`
     /// as it was: the next call fetches the same attachments again.
@@ -146,7 +173,17 @@ impl Client {
         if state.pending_attachments.is_empty() {
             return Ok(Vec::new());
         }
-        let epoch_len = self.params().await?.epoch_len.max(1);
+        let params = self.params().await?;
+        if params.param_set == crate::scheme::LIGHT_SET {
+            // omr-light-v1: each comes in its epoch's one round of a retrieval
+            // ([`arrived_attachments`]); a fetch of its own would tell the server the epoch
+            // holds one.
+            let why = "it comes with its epoch's PIR round, in a retrieval once the epoch closes";
+            return Ok((state.pending_attachments.iter())
+                .map(|p| AttachmentOutcome::new(p, AttachmentStatus::Waiting(why.into())))
+                .collect());
+        }
+        let epoch_len = params.epoch_len.max(1);
         // The first pending attachment of each closed epoch is fetched this call.
         let mut first: BTreeMap<u64, u64> = BTreeMap::new();
         for p in &state.pending_attachments {

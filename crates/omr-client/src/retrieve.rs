@@ -129,16 +129,14 @@ impl Client {
             to: state.next_from,
             ..Retrieval::default()
         };
-        // omr-light-v1 on a server without attachments: a recipient close to the head reads
-        // the board itself (`client/tail.rs`); one further behind asks for digests first. The
-        // first board read names the head, so an online recipient's poll is one request.
+        // omr-light-v1: a recipient close to the head reads the board itself
+        // (`client/tail.rs`); one further behind asks for digests first. The first board read
+        // names the head, so an online recipient's poll is one request.
         let light = match secret {
             Secret::Light(_) => Some(self.known_params().await?),
             Secret::Tfhe(_) => None,
         };
-        let tail = (light.as_ref())
-            .filter(|p| p.max_attachment_bytes == 0)
-            .map_or(0, |_| self.options.tail_messages);
+        let tail = light.as_ref().map_or(0, |_| self.options.tail_messages);
         let mut first_page = None;
         if let Some(p) = &light {
             out.epoch_length = p.epoch_len.max(1);
@@ -221,7 +219,10 @@ impl Client {
             let fetched = if p.max_attachment_bytes == 0 {
                 (self.fetch_light_batch(secret, reg, state, head, epoch, digested)).await?
             } else {
-                (self.fetch_light_payloads(reg, state, head, epoch)).await?
+                // The tail's messages (all this call has so far) have their payloads; their
+                // attachments come in their epoch's round.
+                let tail: Vec<u64> = out.messages.iter().map(|m| m.index).collect();
+                (self.fetch_light_payloads(reg, state, head, epoch, &tail)).await?
             };
             out.messages.extend(fetched.messages);
             out.attachments = fetched.attachments;

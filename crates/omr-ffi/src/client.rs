@@ -261,12 +261,13 @@ impl Client {
         .await
     }
 
-    /// What is new for `keys` since the last retrieval: the messages detected for it, their
-    /// payloads opened, and the attachments got this call (with `fetch_attachments`, one per
-    /// closed epoch by PIR; the rest on later calls). The key directory's state advances only
-    /// when the call succeeds, as its last step: a call that fails returns nothing and the next
-    /// finds the same messages. Known defect: a cancel that lands after that step loses the
-    /// messages (docs/bindings.md, "Exactly once").
+    /// What is new for `keys` since the last acknowledged retrieval: the messages detected for
+    /// it, their payloads opened, and the attachments got this call (with `fetch_attachments`,
+    /// one per closed epoch by PIR; the rest on later calls). The call changes nothing in the
+    /// key directory: once the messages are kept, [`KeyDirectory::acknowledge`] the inbox, and
+    /// the next retrieval starts after them. Until then, or when the call fails or is
+    /// cancelled, the next retrieval returns the same messages (docs/bindings.md, "Exactly
+    /// once").
     ///
     /// ```python
     /// inbox = await client.retrieve(keys)
@@ -275,6 +276,7 @@ impl Client {
     /// for a in inbox.attachments:
     ///     if a.data is not None:
     ///         open(f"{a.index}.bin", "wb").write(a.data)
+    /// keys.acknowledge(inbox)
     /// ```
     #[uniffi::method(default(fetch_attachments = true))]
     pub async fn retrieve(
@@ -288,7 +290,8 @@ impl Client {
 
     /// Follow `keys`: wait for new messages and hand each retrieval that found something (new
     /// messages, attachments, payloads still pending) to `listener`, until it returns false,
-    /// raises, or the call is cancelled. Failures worth retrying (the server restarting, out
+    /// raises, or the call is cancelled. Each inbox is acknowledged when `on_inbox` returns;
+    /// one it raised on (or was cancelled in) is not, and comes again on the next retrieval. Failures worth retrying (the server restarting, out
     /// of reach) are retried every 5 s; others end the call.
     ///
     /// ```python

@@ -8,7 +8,7 @@
 //! `insecure_params`, `payload_too_large`, `attachment_too_large`, `no_attachments`,
 //! `attachment_invalid`, `invalid` (the caller's input), `file`, `bad_file`,
 //! `not_registered`, `already_registered`, `postage`, `overflow`, `callback`, `cancelled`,
-//! `internal` (this device).
+//! `stale_inbox`, `bad_receipt`, `follow_stopped`, `internal` (this device).
 
 use omr_client::Error as Sdk;
 

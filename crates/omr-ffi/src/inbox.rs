@@ -1,12 +1,20 @@
 //! What a recipient retrieves ([`Inbox`]) and follows ([`InboxListener`]). The work is the
 //! SDK's: `Client::retrieve`, `omr_client::mailbox` (open the letters, remember and fetch the
-//! attachments), `Client::wait_for_news`; this turns it into records and saves the key
-//! directory's state.
+//! attachments), `Client::wait_for_news`; this turns it into records.
+//!
+//! Commit on delivery: a retrieval does not move the key directory's state. Its [`Inbox`]
+//! carries a receipt (the state it started from and the state after it), and
+//! [`acknowledge`] saves the new state once the caller has kept the messages. A retrieval
+//! cancelled, failed, or finished and never acknowledged changes nothing: the next returns the
+//! same messages. A follower acknowledges each inbox when its listener returns.
 
+use std::sync::PoisonError;
 use std::time::Duration;
 
+use omr_client::keydir::DigestState;
 use omr_client::mailbox::{self, AttachmentOutcome, AttachmentStatus};
 use omr_client::{Letter, Received, Retrieval};
+use serde::{Deserialize, Serialize};
 
 use crate::error::{OmrError, Result};
 use crate::keys::KeyDirectory;
@@ -97,15 +105,70 @@ pub struct Inbox {
     /// Why the attachments could not be fetched this call (the server or the network; a
     /// later call tries again), when that happened.
     pub attachment_error: Option<String>,
+    /// What `KeyDirectory.acknowledge` saves (opaque): until this inbox is acknowledged the
+    /// key directory's state stays where it was, and the next retrieval returns these
+    /// messages again.
+    pub receipt: Vec<u8>,
 }
 
 impl Inbox {
     /// Whether a follower should hear of it.
     fn has_news(&self, announced: &[u64]) -> bool {
         !self.messages.is_empty()
-            || self.attachments.iter().any(|a| a.data.is_some())
+            || self
+                .attachments
+                .iter()
+                .any(|a| !a.status.starts_with("waiting"))
             || self.pending_payloads.iter().any(|i| !announced.contains(i))
     }
+}
+
+/// An inbox's receipt: the key directory's state before its retrieval and after.
+#[derive(Serialize, Deserialize)]
+struct Receipt {
+    before: DigestState,
+    after: DigestState,
+}
+
+/// Save the state `inbox`'s retrieval reached, if the key directory is still where that
+/// retrieval started (acknowledging it again does nothing); see [`crate::KeyDirectory::acknowledge`].
+pub(crate) fn acknowledge(keys: &KeyDirectory, inbox: &Inbox) -> Result<()> {
+    let receipt: Receipt = serde_json::from_slice(&inbox.receipt).map_err(|e| {
+        OmrError::invalid(
+            "bad_receipt",
+            format!("this inbox's receipt is not one a retrieval made: {e}"),
+        )
+    })?;
+    let _saving = keys.saving.lock().unwrap_or_else(PoisonError::into_inner);
+    let reg = keys.require_registration()?;
+    let now = keys.dir.digest_state(&reg)?;
+    if now == receipt.after {
+        return Ok(());
+    }
+    if receipt.after.key_id != reg.key_id {
+        return Err(OmrError::invalid(
+            "stale_inbox",
+            format!(
+                "this inbox is for key {}, and {} is now registered as key {}",
+                receipt.after.key_id,
+                keys.dir.path().display(),
+                reg.key_id
+            ),
+        ));
+    }
+    if now != receipt.before {
+        return Err(OmrError::invalid(
+            "stale_inbox",
+            format!(
+                "{} has moved since this inbox was retrieved (another inbox was acknowledged \
+                 first): nothing saved; what this one holds beyond that comes again on the \
+                 next retrieval",
+                keys.dir.path().display()
+            ),
+        ));
+    }
+    keys.dir.save_digest_state(&receipt.after)?;
+    Ok(())
 }
 
 /// Receives what [`crate::Client::follow`] finds.
@@ -116,7 +179,7 @@ pub trait InboxListener: Send + Sync {
     fn on_inbox(&self, inbox: Inbox) -> Result<bool, OmrError>;
 }
 
-/// One retrieval for `keys`, its state saved as the last step.
+/// One retrieval for `keys`; the key directory's state is saved by [`acknowledge`].
 pub(crate) async fn retrieve(
     client: &omr_client::Client,
     keys: &KeyDirectory,
@@ -128,11 +191,12 @@ pub(crate) async fn retrieve(
     let secret = dir.secret()?;
     // A directory made before sealed payloads: sealed ones stay closed.
     let seal = dir.seal_key_if_any()?;
-    let mut state = dir.digest_state(&reg)?;
+    let before = dir.digest_state(&reg)?;
+    let mut state = before.clone();
     let got: Retrieval = client.retrieve(&secret, &reg, &mut state, None).await?;
     let letters = mailbox::open_letters(seal.as_ref(), &got);
     let mut attachments: Vec<Attachment> =
-        (mailbox::arrived_attachments(seal.as_ref(), &got, &letters).into_iter())
+        (mailbox::arrived_attachments(seal.as_ref(), &mut state, &got, &letters).into_iter())
             .map(Attachment::from)
             .collect();
     mailbox::remember_attachments(&mut state, &got, &letters);
@@ -148,21 +212,28 @@ pub(crate) async fn retrieve(
             Err(e) => attachment_error = Some(e.to_string()),
         }
     }
-    dir.save_digest_state(&state)?;
+    let pending_attachments = state.pending_attachments.iter().map(|p| p.index).collect();
+    let receipt = Receipt {
+        before,
+        after: state,
+    };
     Ok(Inbox {
         messages: letters.iter().map(ReceivedMessage::from).collect(),
         attachments,
         pending_payloads: got.pending.clone(),
-        pending_attachments: state.pending_attachments.iter().map(|p| p.index).collect(),
+        pending_attachments,
         from_index: got.from,
         to_index: got.to,
         board_head: got.board_head,
         lag: got.lag,
         attachment_error,
+        receipt: serde_json::to_vec(&receipt).expect("a digest state serializes"),
     })
 }
 
 /// Follow `keys` until the listener says stop (or raises); see [`crate::Client::follow`].
+/// Each inbox is acknowledged when the listener returns (whether it says go on or stop); one
+/// it raised on is not, and comes again on the next retrieval.
 pub(crate) async fn follow(
     client: &omr_client::Client,
     keys: &KeyDirectory,
@@ -180,9 +251,21 @@ pub(crate) async fn follow(
                 Ok(inbox) => {
                     let news = inbox.has_news(&announced);
                     announced.clone_from(&inbox.pending_payloads);
-                    let next_from = keys.dir.digest_state(&reg)?.next_from;
-                    past = next_from.max(cursor);
-                    if news && !listener.on_inbox(inbox)? {
+                    past = inbox.to_index.max(cursor);
+                    let go_on = if news {
+                        // The listener may take its time (a database write, a queue with a
+                        // consumer behind it): the runtime's other tasks move to other threads.
+                        let (listener, delivered) = (&listener, inbox.clone());
+                        tokio::task::block_in_place(|| listener.on_inbox(delivered))?
+                    } else {
+                        true
+                    };
+                    match acknowledge(keys, &inbox) {
+                        // Another acknowledged first: the next round starts from its state.
+                        Err(e) if e.code() == "stale_inbox" => {}
+                        r => r?,
+                    }
+                    if !go_on {
                         return Ok(());
                     }
                 }

@@ -69,14 +69,15 @@ pub async fn generate_keys(
 }
 
 /// A recipient's key directory (as `omr keygen` writes it): keys, address, registration and
-/// where retrieval stands. Retrievals of one directory through one `KeyDirectory` object run one
-/// at a time.
+/// where retrieval stands (moved by [`KeyDirectory::acknowledge`]). Retrievals of one directory
+/// through one `KeyDirectory` object run one at a time; use one object per directory.
 #[derive(Debug, uniffi::Object)]
 pub struct KeyDirectory {
     pub(crate) dir: KeyDir,
-    /// Held across a retrieval: two at once would both read the same state and return the same
-    /// messages twice.
+    /// Held across a retrieval: two at once would make the same rounds twice.
     pub(crate) retrieving: Arc<tokio::sync::Mutex<()>>,
+    /// Held while an acknowledgement compares and saves the state.
+    pub(crate) saving: std::sync::Mutex<()>,
 }
 
 impl From<KeyDir> for KeyDirectory {
@@ -84,6 +85,7 @@ impl From<KeyDir> for KeyDirectory {
         KeyDirectory {
             dir,
             retrieving: Arc::default(),
+            saving: std::sync::Mutex::default(),
         }
     }
 }
@@ -122,6 +124,22 @@ impl KeyDirectory {
     /// The registration made with [`crate::Client::register`] (or `omr register`), if any.
     pub fn registration(&self) -> Result<Option<Registration>> {
         Ok(self.dir.registration()?.as_ref().map(Registration::from))
+    }
+
+    /// Say that `inbox` (from [`crate::Client::retrieve`]) has been kept: the directory's state
+    /// moves past its messages, and the next retrieval starts after them. Until then each
+    /// retrieval returns them again, so a crash or a cancel between retrieving and keeping
+    /// loses nothing. Acknowledging the same inbox again does nothing. An inbox retrieved
+    /// before another one that was acknowledged first is refused (`stale_inbox`) and saves
+    /// nothing: the next retrieval returns what it held beyond that one.
+    ///
+    /// ```python
+    /// inbox = await client.retrieve(keys)
+    /// store(inbox.messages)          # the application's own, durable
+    /// keys.acknowledge(inbox)
+    /// ```
+    pub fn acknowledge(&self, inbox: crate::inbox::Inbox) -> Result<()> {
+        crate::inbox::acknowledge(self, &inbox)
     }
 }
 

@@ -24,27 +24,53 @@ each with ``code`` (the service's error code, e.g. ``rate_limited``, ``duplicate
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import threading
 from typing import AsyncIterator
 
 from ._native import *  # noqa: F401,F403  (the generated module: Client, KeyDirectory, ...)
-from ._native import Client, Inbox, InboxListener, KeyDirectory
+from ._native import Client, Inbox, InboxListener, KeyDirectory, OmrError
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 
 
 class _QueueListener(InboxListener):
-    """Hands each inbox to an asyncio queue on the caller's event loop."""
+    """Hands each inbox to an asyncio queue on the caller's event loop, and returns (so that
+    the SDK acknowledges it) only when the consumer comes back for the next one."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, stop: list):
+    def __init__(self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue):
         self._loop = loop
         self._queue = queue
-        self._stop = stop
+        self._lock = threading.Lock()
+        self._closed = False
+        self._handed: concurrent.futures.Future | None = None
 
     def on_inbox(self, inbox: Inbox) -> bool:
-        if self._stop:
-            return False
+        with self._lock:
+            if self._closed:
+                raise _stopped()
+            handed = self._handed = concurrent.futures.Future()
         self._loop.call_soon_threadsafe(self._queue.put_nowait, inbox)
+        if not handed.result():  # the SDK's thread waits; the GIL is released meanwhile
+            raise _stopped()
         return True
+
+    def kept(self) -> None:
+        """The consumer asked for the next inbox: the last one is kept."""
+        with self._lock:
+            if self._handed is not None and not self._handed.done():
+                self._handed.set_result(True)
+
+    def close(self) -> None:
+        """The consumer left: the inbox it holds, if any, is not acknowledged."""
+        with self._lock:
+            self._closed = True
+            if self._handed is not None and not self._handed.done():
+                self._handed.set_result(False)
+
+
+def _stopped() -> OmrError:
+    return OmrError.Local(code="follow_stopped", detail="the follower left", retryable=False)
 
 
 async def follow(client: Client, keys: KeyDirectory) -> AsyncIterator[Inbox]:
@@ -55,24 +81,28 @@ async def follow(client: Client, keys: KeyDirectory) -> AsyncIterator[Inbox]:
             for m in inbox.messages:
                 print(m.index, m.payload)
 
-    Leaving the loop (``break``, an exception, cancellation) stops following.
+    Each inbox is acknowledged when the loop comes back for the next one. Leaving the loop
+    (``break``, an exception, cancellation) stops following and does not acknowledge the
+    inbox in hand: call ``keys.acknowledge(inbox)`` before ``break`` if it was kept, or the
+    next retrieval returns it again.
     """
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
-    stop: list = []
-    task = loop.create_task(client.follow(keys, _QueueListener(loop, queue, stop)))
+    listener = _QueueListener(loop, queue)
+    task = loop.create_task(client.follow(keys, listener))
     try:
         while True:
             getter = loop.create_task(queue.get())
             done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
             if getter in done:
                 yield getter.result()
+                listener.kept()
                 continue
             getter.cancel()
             task.result()  # raises the follow's error
             return
     finally:
-        stop.append(True)
+        listener.close()
         task.cancel()
         try:
             await task

@@ -69,22 +69,26 @@ fn report(o: AttachmentOutcome, out: Option<&Path>) -> anyhow::Result<Outcome> {
             };
             outcome.file = Some(path.display().to_string());
         }
-        (AttachmentStatus::Fetched { .. }, None) => outcome.status = "fetched".into(),
+        (AttachmentStatus::Fetched { .. }, None) => {
+            outcome.status = "fetched, not written (pass --out DIR)".into()
+        }
         (AttachmentStatus::Waiting(why), _) => outcome.status = format!("waiting ({why})"),
         (AttachmentStatus::Failed(why), _) => outcome.status = format!("failed: {why}"),
     }
     Ok(outcome)
 }
 
-/// omr-light-v1: the attachments that came by PIR with their payloads, checked against their
-/// letters' references and opened; written to `out`/INDEX.attachment when given.
+/// omr-light-v1: the attachments that came by PIR in `got` (with their payloads, or for
+/// letters of earlier calls pending in `state`), checked against their letters' references and
+/// opened; written to `out`/INDEX.attachment when given.
 pub fn arrived(
     seal: Option<&SealKey>,
+    state: &mut DigestState,
     got: &Retrieval,
     letters: &[Received],
     out: Option<&Path>,
 ) -> anyhow::Result<Vec<Outcome>> {
-    (mailbox::arrived_attachments(seal, got, letters).into_iter())
+    (mailbox::arrived_attachments(seal, state, got, letters).into_iter())
         .map(|o| report(o, out))
         .collect()
 }

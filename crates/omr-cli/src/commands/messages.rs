@@ -252,7 +252,7 @@ pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
     let letters = mailbox::open_letters(seal.as_ref(), &got);
     let out = a.out.as_deref();
     write_payloads(out, &letters)?;
-    let arrived = attachments::arrived(seal.as_ref(), &got, &letters, out)?;
+    let arrived = attachments::arrived(seal.as_ref(), &mut state, &got, &letters, out)?;
     mailbox::remember_attachments(&mut state, &got, &letters);
     // Only now that the payloads are safe is the state advanced on disk.
     dir.save_digest_state(&state)?;
@@ -388,7 +388,7 @@ impl Following<'_> {
             };
             let letters = mailbox::open_letters(self.seal, &got);
             write_payloads(self.out, &letters)?;
-            let arrived = attachments::arrived(self.seal, &got, &letters, self.out)?;
+            let arrived = attachments::arrived(self.seal, &mut state, &got, &letters, self.out)?;
             mailbox::remember_attachments(&mut state, &got, &letters);
             self.dir.save_digest_state(&state)?;
             for m in &letters {
@@ -411,8 +411,15 @@ impl Following<'_> {
                 }
             }
             announced = got.pending.iter().copied().collect();
-            if !self.json {
-                arrived.iter().for_each(attachments::Outcome::print);
+            for a in &arrived {
+                if self.json {
+                    let mut v = a.json();
+                    v["attachment"] = json!(true);
+                    v["key_id"] = json!(self.reg.key_id);
+                    print_json(&v);
+                } else {
+                    a.print();
+                }
             }
             // The digest covered up to the cursor it saw (at least the one waited for).
             past = state.next_from.max(cursor);

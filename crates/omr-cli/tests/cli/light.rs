@@ -1,9 +1,10 @@
 //! The `omr` binary on omr-light-v1 against a real omrd on each store: keygen, register, send
 //! (with an attachment), digest (the indices from the digest, the payloads and the attachment by
 //! PIR from the closed epoch in a fixed number of queries, the open epoch's message pending
-//! until its epoch closes), status, `digest --follow` (a live message announced when detected,
-//! its payload and the earlier pending one fetched once their epoch closes), and a key or
-//! address of the other scheme refused. On a quiet board of a server without attachments (the
+//! until its epoch closes), status, `digest --follow` on a server that takes attachments (a
+//! live message with an attachment printed with its payload at once, read from the board's
+//! tail; its attachment, and the earlier pending payload, fetched in their epoch's one round
+//! once it closes), and a key or address of the other scheme refused. On a quiet board of a server without attachments (the
 //! light lane's default), `omr digest` prints the payload of a message posted a moment ago
 //! (read from the board's tail, or with `--tail-messages 0` fetched by PIR from the open
 //! epoch), and `--follow` announces a new message with its payload.
@@ -42,6 +43,9 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
     let photo = tmp.path().join("photo.bin");
     let picture: Vec<u8> = (0..700u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::write(&photo, &picture).unwrap();
+    let (followed, sketch) = (tmp.path().join("followed"), tmp.path().join("sketch.bin"));
+    let drawing: Vec<u8> = (0..900u32).map(|i| (i * 13 % 241) as u8).collect();
+    std::fs::write(&sketch, &drawing).unwrap();
 
     let (a, h, g) = (alice.clone(), http.clone(), grpc.clone());
     let first = tokio::task::spawn_blocking(move || {
@@ -93,7 +97,8 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
         .map(|i| light_message(&stranger, &i.to_le_bytes()))
         .collect();
     api.post_all(messages).await;
-    let (a, h, i) = (alice.clone(), http.clone(), inbox.clone());
+    let (a, h, i, f) = (alice.clone(), http.clone(), inbox.clone(), followed.clone());
+    let sk = sketch.clone();
     let (mut follower, late, live) = tokio::task::spawn_blocking(move || {
         let to = a.join("address");
         let late = send(&to, &h, &["--message", "late"]);
@@ -142,38 +147,57 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
         let status = omr_json(&["status", "--keys", s(&a), "--json"]);
         assert_eq!(status["param_set"], "omr-light-v1");
 
-        // --follow: a message posted now is announced once it is detected (in the open batch,
-        // as an online key's is), its payload to come.
-        let mut follower = Follower::start(&a, &["--json"]);
+        // --follow: a message posted now, with an attachment, is printed with its payload at
+        // once (the follower reads the board's tail), in the open epoch; its attachment waits
+        // for the epoch's round.
+        let mut follower = Follower::start(&a, &["--json", "--out", s(&f)]);
         follower.wait_for_line("\"pending\"");
-        let live = send(&to, &h, &["--message", "live"]);
-        follower.wait_for_line(&format!("\"index\":{live},"));
+        let live = send(&to, &h, &["--message", "live", "--attach", s(&sk)]);
+        follower.wait_for_line("\"text\":\"live\"");
         assert_eq!(
             follower.count(&format!("\"index\":{live},")),
             1,
             "{:?}",
             follower.seen
         );
+        assert_eq!(
+            std::fs::read(f.join(format!("{live}.bin"))).unwrap(),
+            b"live"
+        );
+        assert!(!f.join(format!("{live}.attachment")).exists());
         (follower, late, live)
     })
     .await
     .unwrap();
 
-    // Strangers' messages close epoch 1: the follower fetches both payloads by PIR, once each.
+    // Strangers' messages close epoch 1: in its one round the follower fetches `late`'s payload
+    // and `live`'s attachment by PIR, once each.
     let d = OMR_LIGHT_V1.batch as u64;
     let messages = (live + 1..2 * d)
         .map(|i| light_message(&stranger, &i.to_le_bytes()))
         .collect();
     api.post_all(messages).await;
     tokio::task::spawn_blocking(move || {
-        // `late` was pending before the follower started (its first object lists it); `live`
-        // was announced by the follower.
-        for (index, text, lines) in [(late, "late", 1), (live, "live", 2)] {
-            follower.wait_for_line(&format!("\"text\":\"{text}\""));
+        // `late` was pending before the follower started (its first object lists it).
+        follower.wait_for_line("\"text\":\"late\"");
+        follower.wait_for_line("\"attachment\":true");
+        for (index, lines) in [(late, 1), (live, 2)] {
             let line = format!("\"index\":{index},");
             let seen = follower.seen.iter().filter(|l| l.contains(&line)).count();
-            assert_eq!(seen, lines, "{text}: {:?}", follower.seen);
+            assert_eq!(seen, lines, "{index}: {:?}", follower.seen);
         }
+        let file = followed.join(format!("{live}.attachment"));
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            drawing,
+            "{:?}",
+            follower.seen
+        );
+        assert!(
+            follower.count(&format!("\"file\":\"{}\"", file.display())) == 1,
+            "{:?}",
+            follower.seen
+        );
     })
     .await
     .unwrap();

@@ -8,8 +8,13 @@
 //! exactly [`LIGHT_QUERIES_PER_EPOCH`] queries, one per record wanted and dummies for the rest —
 //! whether the recipient has no message there or eight. An epoch holding more than that many of
 //! the recipient's messages takes more rounds, on later calls (which the server does see).
-//! A message whose epoch is still open is reported as pending ([`crate::Retrieval::pending`]) and
-//! fetched by the first call after its epoch closes.
+//!
+//! A recipient near the head reads the board's tail itself (`tail`): it has those payloads at
+//! once, the epoch open or not, and their attachments come in that epoch's one round, beside
+//! the payloads it still wants there ([`DigestState::pending_attachments`], or the tail's
+//! messages of this call when their epoch is ready in the same call). A message the digest
+//! found in an open epoch is reported as pending ([`crate::Retrieval::pending`]) and fetched by
+//! the first call after its epoch closes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -69,19 +74,28 @@ pub(super) fn ready_epochs(
 
 impl Client {
     /// Fetch by PIR the payloads of `state`'s pending messages from every epoch that is ready
-    /// (closed on a board of `board_head` messages, and detected through), as the module says.
+    /// (closed on a board of `board_head` messages, and detected through), as the module says,
+    /// and in the same rounds the records of `state`'s pending attachments and of `tail` (this
+    /// call's messages read from the board, whose payloads the caller has) for their
+    /// attachments.
     pub(crate) async fn fetch_light_payloads(
         &self,
         reg: &Registration,
         state: &mut DigestState,
         board_head: u64,
         epoch_len: u64,
+        tail: &[u64],
     ) -> Result<LightFetched> {
         let mut out = LightFetched::default();
         let (epoch_len, ready, next) = ready_epochs(reg, state, board_head, epoch_len);
+        let attached: Vec<u64> = (state.pending_attachments.iter().map(|p| p.index))
+            .chain(tail.iter().copied())
+            .filter(|i| !state.pending_payloads.contains(i))
+            .collect();
         let mut epochs: BTreeSet<u64> = (next..ready).collect();
         epochs.extend(
             (state.pending_payloads.iter())
+                .chain(state.pending_attachments.iter().map(|p| &p.index))
                 .map(|i| i / epoch_len)
                 .filter(|&e| e < ready),
         );
@@ -93,23 +107,29 @@ impl Client {
                 .map_err(|e| self.protocol(Api::Http, format!("its PIR settings: {e}")))?;
             let mut pir = PirFetch::default();
             for epoch in epochs {
-                let first = epoch * epoch_len;
-                let wanted: Vec<u64> = (state.pending_payloads.iter())
-                    .copied()
-                    .filter(|i| (first..first + epoch_len).contains(i))
-                    .take(LIGHT_QUERIES_PER_EPOCH)
-                    .collect();
+                let range = epoch * epoch_len..(epoch + 1) * epoch_len;
+                let payloads = (state.pending_payloads.iter()).filter(|i| range.contains(i));
+                let mut wanted: Vec<u64> = payloads.copied().collect();
+                for &i in attached.iter().filter(|i| range.contains(i)) {
+                    if !wanted.contains(&i) {
+                        wanted.push(i);
+                    }
+                }
+                wanted.truncate(LIGHT_QUERIES_PER_EPOCH);
                 let records = self.pir_round(epoch, shape, &wanted, &mut pir).await?;
                 for (index, record) in wanted.into_iter().zip(records) {
                     let (payload, attachment) = self.unframed(index, &record)?;
-                    if !attachment.is_empty() {
+                    let awaited = state.pending_attachments.iter().any(|p| p.index == index);
+                    if !attachment.is_empty() || awaited {
                         out.attachments.insert(index, attachment.to_vec());
                     }
-                    out.messages.push(Retrieved {
-                        index,
-                        payload: payload.to_vec(),
-                    });
-                    state.pending_payloads.retain(|&i| i != index);
+                    if state.pending_payloads.contains(&index) {
+                        out.messages.push(Retrieved {
+                            index,
+                            payload: payload.to_vec(),
+                        });
+                        state.pending_payloads.retain(|&i| i != index);
+                    }
                 }
             }
             out.pir = Some(pir);

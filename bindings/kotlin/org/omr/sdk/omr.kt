@@ -750,6 +750,8 @@ internal object IntegrityCheckingUniffiLib {
     ): Int
     external fun uniffi_omr_ffi_checksum_method_address_text(
     ): Int
+    external fun uniffi_omr_ffi_checksum_method_keydirectory_acknowledge(
+    ): Int
     external fun uniffi_omr_ffi_checksum_method_keydirectory_address(
     ): Int
     external fun uniffi_omr_ffi_checksum_method_keydirectory_detection_key(
@@ -836,6 +838,8 @@ internal object UniffiLib {
     ): Unit
     external fun uniffi_omr_ffi_fn_constructor_keydirectory_open(`path`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
     ): Long
+    external fun uniffi_omr_ffi_fn_method_keydirectory_acknowledge(`ptr`: Long,`inbox`: RustBuffer.ByValue,uniffi_out_err: UniffiRustCallStatus, 
+    ): Unit
     external fun uniffi_omr_ffi_fn_method_keydirectory_address(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
     ): RustBuffer.ByValue
     external fun uniffi_omr_ffi_fn_method_keydirectory_detection_key(`ptr`: Long,uniffi_out_err: UniffiRustCallStatus, 
@@ -977,7 +981,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_omr_ffi_checksum_method_client_delete() and 0xFFFF) != 3378) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_method_client_follow() and 0xFFFF) != 39810) {
+    if ((lib.uniffi_omr_ffi_checksum_method_client_follow() and 0xFFFF) != 28295) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_method_client_post() and 0xFFFF) != 46667) {
@@ -989,7 +993,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_omr_ffi_checksum_method_client_register() and 0xFFFF) != 18997) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_method_client_retrieve() and 0xFFFF) != 44443) {
+    if ((lib.uniffi_omr_ffi_checksum_method_client_retrieve() and 0xFFFF) != 65) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_method_client_send() and 0xFFFF) != 13180) {
@@ -1005,6 +1009,9 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_method_address_text() and 0xFFFF) != 63403) {
+        throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
+    }
+    if ((lib.uniffi_omr_ffi_checksum_method_keydirectory_acknowledge() and 0xFFFF) != 34911) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_method_keydirectory_address() and 0xFFFF) != 51094) {
@@ -1853,7 +1860,8 @@ public interface ClientInterface {
     /**
      * Follow `keys`: wait for new messages and hand each retrieval that found something (new
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
-     * raises, or the call is cancelled. Failures worth retrying (the server restarting, out
+     * raises, or the call is cancelled. Each inbox is acknowledged when `on_inbox` returns;
+     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval. Failures worth retrying (the server restarting, out
      * of reach) are retried every 5 s; others end the call.
      *
      * ```python
@@ -1908,12 +1916,13 @@ public interface ClientInterface {
     suspend fun `register`(`keys`: KeyDirectory, `invite`: kotlin.String? = null, `startIndex`: kotlin.ULong? = null, `progress`: UploadProgress? = null, `force`: kotlin.Boolean = false): Registration
     
     /**
-     * What is new for `keys` since the last retrieval: the messages detected for it, their
-     * payloads opened, and the attachments got this call (with `fetch_attachments`, one per
-     * closed epoch by PIR; the rest on later calls). The key directory's state advances only
-     * when the call succeeds, as its last step: a call that fails returns nothing and the next
-     * finds the same messages. Known defect: a cancel that lands after that step loses the
-     * messages (docs/bindings.md, "Exactly once").
+     * What is new for `keys` since the last acknowledged retrieval: the messages detected for
+     * it, their payloads opened, and the attachments got this call (with `fetch_attachments`,
+     * one per closed epoch by PIR; the rest on later calls). The call changes nothing in the
+     * key directory: once the messages are kept, [`KeyDirectory::acknowledge`] the inbox, and
+     * the next retrieval starts after them. Until then, or when the call fails or is
+     * cancelled, the next retrieval returns the same messages (docs/bindings.md, "Exactly
+     * once").
      *
      * ```python
      * inbox = await client.retrieve(keys)
@@ -1922,6 +1931,7 @@ public interface ClientInterface {
      * for a in inbox.attachments:
      * if a.data is not None:
      * open(f"{a.index}.bin", "wb").write(a.data)
+     * keys.acknowledge(inbox)
      * ```
      */
     suspend fun `retrieve`(`keys`: KeyDirectory, `fetchAttachments`: kotlin.Boolean = true): Inbox
@@ -2098,7 +2108,8 @@ open class Client: Disposable, AutoCloseable, ClientInterface
     /**
      * Follow `keys`: wait for new messages and hand each retrieval that found something (new
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
-     * raises, or the call is cancelled. Failures worth retrying (the server restarting, out
+     * raises, or the call is cancelled. Each inbox is acknowledged when `on_inbox` returns;
+     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval. Failures worth retrying (the server restarting, out
      * of reach) are retried every 5 s; others end the call.
      *
      * ```python
@@ -2241,12 +2252,13 @@ open class Client: Disposable, AutoCloseable, ClientInterface
 
     
     /**
-     * What is new for `keys` since the last retrieval: the messages detected for it, their
-     * payloads opened, and the attachments got this call (with `fetch_attachments`, one per
-     * closed epoch by PIR; the rest on later calls). The key directory's state advances only
-     * when the call succeeds, as its last step: a call that fails returns nothing and the next
-     * finds the same messages. Known defect: a cancel that lands after that step loses the
-     * messages (docs/bindings.md, "Exactly once").
+     * What is new for `keys` since the last acknowledged retrieval: the messages detected for
+     * it, their payloads opened, and the attachments got this call (with `fetch_attachments`,
+     * one per closed epoch by PIR; the rest on later calls). The call changes nothing in the
+     * key directory: once the messages are kept, [`KeyDirectory::acknowledge`] the inbox, and
+     * the next retrieval starts after them. Until then, or when the call fails or is
+     * cancelled, the next retrieval returns the same messages (docs/bindings.md, "Exactly
+     * once").
      *
      * ```python
      * inbox = await client.retrieve(keys)
@@ -2255,6 +2267,7 @@ open class Client: Disposable, AutoCloseable, ClientInterface
      * for a in inbox.attachments:
      * if a.data is not None:
      * open(f"{a.index}.bin", "wb").write(a.data)
+     * keys.acknowledge(inbox)
      * ```
      */
     @Throws(OmrException::class)
@@ -2473,10 +2486,26 @@ public object FfiConverterTypeClient: FfiConverter<Client, Long> {
 
 /**
  * A recipient's key directory (as `omr keygen` writes it): keys, address, registration and
- * where retrieval stands. Retrievals of one directory through one `KeyDirectory` object run one
- * at a time.
+ * where retrieval stands (moved by [`KeyDirectory::acknowledge`]). Retrievals of one directory
+ * through one `KeyDirectory` object run one at a time; use one object per directory.
  */
 public interface KeyDirectoryInterface {
+    
+    /**
+     * Say that `inbox` (from [`crate::Client::retrieve`]) has been kept: the directory's state
+     * moves past its messages, and the next retrieval starts after them. Until then each
+     * retrieval returns them again, so a crash or a cancel between retrieving and keeping
+     * loses nothing. Acknowledging the same inbox again does nothing. An inbox retrieved
+     * before another one that was acknowledged first is refused (`stale_inbox`) and saves
+     * nothing: the next retrieval returns what it held beyond that one.
+     *
+     * ```python
+     * inbox = await client.retrieve(keys)
+     * store(inbox.messages)          # the application's own, durable
+     * keys.acknowledge(inbox)
+     * ```
+     */
+    fun `acknowledge`(`inbox`: Inbox)
     
     /**
      * The recipient's address, one line of text to give to senders (what `omr address`
@@ -2506,8 +2535,8 @@ public interface KeyDirectoryInterface {
 
 /**
  * A recipient's key directory (as `omr keygen` writes it): keys, address, registration and
- * where retrieval stands. Retrievals of one directory through one `KeyDirectory` object run one
- * at a time.
+ * where retrieval stands (moved by [`KeyDirectory::acknowledge`]). Retrievals of one directory
+ * through one `KeyDirectory` object run one at a time; use one object per directory.
  */
 open class KeyDirectory: Disposable, AutoCloseable, KeyDirectoryInterface
 {
@@ -2609,6 +2638,34 @@ open class KeyDirectory: Disposable, AutoCloseable, KeyDirectoryInterface
             UniffiLib.uniffi_omr_ffi_fn_clone_keydirectory(handle, status)
         }
     }
+
+    
+    /**
+     * Say that `inbox` (from [`crate::Client::retrieve`]) has been kept: the directory's state
+     * moves past its messages, and the next retrieval starts after them. Until then each
+     * retrieval returns them again, so a crash or a cancel between retrieving and keeping
+     * loses nothing. Acknowledging the same inbox again does nothing. An inbox retrieved
+     * before another one that was acknowledged first is refused (`stale_inbox`) and saves
+     * nothing: the next retrieval returns what it held beyond that one.
+     *
+     * ```python
+     * inbox = await client.retrieve(keys)
+     * store(inbox.messages)          # the application's own, durable
+     * keys.acknowledge(inbox)
+     * ```
+     */
+    @Throws(OmrException::class)override fun `acknowledge`(`inbox`: Inbox)
+        = 
+    callWithHandle {
+    uniffiRustCallWithError(OmrException) { _status ->
+    UniffiLib.uniffi_omr_ffi_fn_method_keydirectory_acknowledge(
+        it,
+        
+        FfiConverterTypeInbox.lower(`inbox`),_status)
+}
+    }
+    
+    
 
     
     /**
@@ -3205,6 +3262,13 @@ data class Inbox (
      * later call tries again), when that happened.
      */
     var `attachmentError`: kotlin.String?
+    , 
+    /**
+     * What `KeyDirectory.acknowledge` saves (opaque): until this inbox is acknowledged the
+     * key directory's state stays where it was, and the next retrieval returns these
+     * messages again.
+     */
+    var `receipt`: kotlin.ByteArray
     
 ){
     
@@ -3230,6 +3294,7 @@ public object FfiConverterTypeInbox: FfiConverterRustBuffer<Inbox> {
             FfiConverterULong.read(buf),
             FfiConverterULong.read(buf),
             FfiConverterOptionalString.read(buf),
+            FfiConverterByteArray.read(buf),
         )
     }
 
@@ -3242,7 +3307,8 @@ public object FfiConverterTypeInbox: FfiConverterRustBuffer<Inbox> {
             FfiConverterULong.allocationSize(value.`toIndex`) +
             FfiConverterULong.allocationSize(value.`boardHead`) +
             FfiConverterULong.allocationSize(value.`lag`) +
-            FfiConverterOptionalString.allocationSize(value.`attachmentError`)
+            FfiConverterOptionalString.allocationSize(value.`attachmentError`) +
+            FfiConverterByteArray.allocationSize(value.`receipt`)
     )
 
     override fun write(value: Inbox, buf: ByteBuffer) {
@@ -3255,6 +3321,7 @@ public object FfiConverterTypeInbox: FfiConverterRustBuffer<Inbox> {
             FfiConverterULong.write(value.`boardHead`, buf)
             FfiConverterULong.write(value.`lag`, buf)
             FfiConverterOptionalString.write(value.`attachmentError`, buf)
+            FfiConverterByteArray.write(value.`receipt`, buf)
     }
 }
 
