@@ -3042,7 +3042,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_omr_ffi_checksum_method_address_text() != 63403) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_method_keydirectory_acknowledge() != 34911) {
+    if (uniffi_omr_ffi_checksum_method_keydirectory_acknowledge() != 63212) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_omr_ffi_checksum_method_keydirectory_address() != 51094) {

@@ -2,6 +2,9 @@
 //! [`KeyStatus`] is also what gRPC `GetKeyStatus` / `WatchKeyStatus` answer (omr-proto converts).
 //!
 //! Binary values (clues, payloads) travel as standard padded base64 strings.
+//!
+//! Long: every type of the HTTP API in one file, which the server, the SDK and the OpenAPI
+//! document all read; each is a plain struct with its documented fields.
 
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +71,11 @@ pub struct ReadQuery {
     /// Most messages to return (default and maximum 1000).
     #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 1000))]
     pub limit: Option<u32>,
+    /// Also return each message's sealed attachment, where it has one (default false). The page
+    /// then ends early once its attachments reach 1 MiB (`next` says where to go on). Every
+    /// attachment is public data, sealed to its recipient, as the board's payloads are: a
+    /// reader who takes all of a range's tells the server nothing about which it wanted.
+    pub attachments: Option<bool>,
 }
 
 /// One board message.
@@ -81,6 +89,10 @@ pub struct BoardMessage {
     pub payload: String,
     /// Milliseconds since the Unix epoch when the message was committed.
     pub received_ms: i64,
+    /// Base64 of its sealed attachment: only when asked for (`attachments=true`) and the message
+    /// has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachment: Option<String>,
 }
 
 /// A page of the board.

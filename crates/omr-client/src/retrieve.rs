@@ -31,8 +31,10 @@ pub struct Retrieval {
     /// recipient at most `ClientOptions::tail_messages` behind; `client/tail.rs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tail: Option<TailRead>,
-    /// omr-light-v1: the sealed attachments that came with their messages' payloads, by index
-    /// (open them with the reference the letter names).
+    /// omr-light-v1: the sealed attachments that came in this call, by index (open them with
+    /// the reference the letter names): with their messages' payloads (read from the board's
+    /// tail or fetched by PIR), or by PIR for letters of an earlier call
+    /// (`DigestState::pending_attachments`).
     #[serde(skip)]
     pub attachments: BTreeMap<u64, Vec<u8>>,
     /// Board range examined: every pertinent message in `[from, to)` has now been retrieved.
@@ -141,7 +143,9 @@ impl Client {
         if let Some(p) = &light {
             out.epoch_length = p.epoch_len.max(1);
             out.board_head = if tail > 0 {
-                let page = (self.board_page(state.next_from, tail.min(FIRST_PAGE))).await?;
+                let attachments = p.max_attachment_bytes > 0;
+                let page =
+                    (self.board_page(state.next_from, tail.min(FIRST_PAGE), attachments)).await?;
                 let head = page.0.head;
                 first_page = Some(page);
                 head
@@ -209,7 +213,9 @@ impl Client {
                 // The first page, if the digests did not move where the tail starts.
                 let first = first_page.filter(|_| state.next_from == digest_from);
                 let found = &mut out.messages;
-                let read = (self.read_tail(secret, state, head, found, first)).await?;
+                // On a server that takes attachments they come with the pages.
+                let attachments = (p.max_attachment_bytes > 0).then_some(&mut out.attachments);
+                let read = (self.read_tail(secret, state, head, found, attachments, first)).await?;
                 out.tail = Some(read);
                 forget_past(state, reg, out.epoch_length);
                 out.to = state.next_from;
@@ -219,13 +225,10 @@ impl Client {
             let fetched = if p.max_attachment_bytes == 0 {
                 (self.fetch_light_batch(secret, reg, state, head, epoch, digested)).await?
             } else {
-                // The tail's messages (all this call has so far) have their payloads; their
-                // attachments come in their epoch's round.
-                let tail: Vec<u64> = out.messages.iter().map(|m| m.index).collect();
-                (self.fetch_light_payloads(reg, state, head, epoch, &tail)).await?
+                (self.fetch_light_payloads(reg, state, head, epoch)).await?
             };
             out.messages.extend(fetched.messages);
-            out.attachments = fetched.attachments;
+            out.attachments.extend(fetched.attachments);
             out.pir = fetched.pir;
             out.pending = state.pending_payloads.clone();
         }

@@ -475,3 +475,114 @@ async fn a_failed_retrieval_leaves_the_state_as_it_was() {
     assert_eq!(pairs(&got), vec![(sent, b"paid".to_vec())]);
     assert_eq!((state.next_from, state.pending_payloads.len()), (1, 0));
 }
+
+/// omr-light-v1 on a server that takes attachments. A recipient near the head reads the board's
+/// pages with every message's attachment (`attachments=true`): its payload and its attachment
+/// at once, the epoch open. A letter whose attachment did not come so (pending in the state) has
+/// it fetched by PIR in its epoch's one round once the epoch closes, in the round's usual number
+/// of queries. A page read with attachments ends once they pass 1 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn light_attachments_come_with_the_tail_or_in_their_epochs_round() {
+    use base64::Engine;
+    use omr_client::{mailbox, Address, Keys, PendingAttachment, SealKey};
+    use omr_light::OMR_LIGHT_V1;
+    let db = TestDb::sqlite().await;
+    let server = TestServer::start_configured(&db, |c| {
+        quick_light(c);
+        c.max_attachment_bytes = Some(65_536);
+    })
+    .await;
+    let (http, grpc) = (server.url(""), server.grpc_url());
+    let client = Client::new(&http, &grpc).unwrap();
+    let me = Keys::generate("omr-light-v1", 1).unwrap();
+    let reg = (client.register(&me.detection_key, StartAt::Now, None).await).unwrap();
+    let seal = SealKey::generate();
+    let address = Address {
+        clue_key: me.clue_key.clone(),
+        seal: seal.public().clone(),
+    };
+    let photo: Vec<u8> = (0..900u32).map(|i| (i * 7 % 251) as u8).collect();
+    let sent = (client.send_with_attachment(&address, b"see attached", &photo, None))
+        .await
+        .unwrap()
+        .index;
+    let stranger = omr_light::SecretKey::generate(&OMR_LIGHT_V1).address();
+    let api = server.client();
+    api.post_all(vec![omr_test_support::light_message(&stranger, b"noise")])
+        .await;
+
+    // Near the head: the payload and the attachment at once, from the pages.
+    let mut state = DigestState::new(&reg);
+    let got = (client.retrieve(&me.secret, &reg, &mut state, None).await).unwrap();
+    let letters = mailbox::open_letters(Some(&seal), &got);
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].letter.bytes(), Some(&b"see attached"[..]));
+    assert!(got.tail.is_some() && got.pir.is_none() && got.pending.is_empty());
+    let arrived = mailbox::arrived_attachments(Some(&seal), &mut state, &got, &letters);
+    assert_eq!(arrived.len(), 1);
+    assert_eq!(arrived[0].data(), Some(&photo[..]));
+    mailbox::remember_attachments(&mut state, &got, &letters);
+    assert!(state.pending_attachments.is_empty());
+
+    // The same letter as if its attachment had not come: pending, fetched in the round of its
+    // epoch once the epoch closes, among the round's usual queries.
+    let reference = letters[0].attachment.expect("the letter names it");
+    let mut later = state.clone();
+    later
+        .pending_attachments
+        .push(PendingAttachment::new(sent, &reference));
+    let fill = (2..OMR_LIGHT_V1.batch as u64)
+        .map(|i| omr_test_support::light_message(&stranger, &i.to_le_bytes()))
+        .collect();
+    api.post_all(fill).await;
+    wait_detected(&client, &reg).await;
+    let got = (client.retrieve(&me.secret, &reg, &mut later, None).await).unwrap();
+    assert!(got.messages.is_empty(), "the payload came before");
+    let pir = got.pir.expect("the epoch's round");
+    assert_eq!(
+        (pir.epochs, pir.queries),
+        (1, omr_client::LIGHT_QUERIES_PER_EPOCH)
+    );
+    let arrived = mailbox::arrived_attachments(Some(&seal), &mut later, &got, &[]);
+    assert_eq!(arrived.len(), 1);
+    assert_eq!(arrived[0].data(), Some(&photo[..]));
+    assert!(later.pending_attachments.is_empty());
+
+    // A page read with attachments ends after the one that takes it past 1 MiB.
+    let big: Vec<u8> = vec![7; 65_000];
+    let first = OMR_LIGHT_V1.batch as u64;
+    for _ in 0..20 {
+        (client.send_with_attachment(&address, b"big", &big, None))
+            .await
+            .unwrap();
+    }
+    let page: omr_api::http::BoardPage = api
+        .get(&format!("/v1/messages?from={first}&attachments=true"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let sizes: Vec<usize> = (page.messages.iter())
+        .map(|m| {
+            let a = m.attachment.as_deref().expect("each has one");
+            base64::engine::general_purpose::STANDARD
+                .decode(a)
+                .unwrap()
+                .len()
+        })
+        .collect();
+    let total: usize = sizes.iter().sum();
+    assert!(sizes.len() < 20, "{sizes:?}");
+    assert!(
+        total >= 1 << 20 && total - sizes[sizes.len() - 1] < 1 << 20,
+        "{sizes:?}"
+    );
+    assert_eq!(page.next, first + sizes.len() as u64);
+    // Without asking, no attachment.
+    let plain: omr_api::http::BoardPage = (api.get(&format!("/v1/messages?from={first}")).await)
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(plain.messages.len(), 20);
+    assert!(plain.messages.iter().all(|m| m.attachment.is_none()));
+}

@@ -123,6 +123,25 @@ impl Inbox {
     }
 }
 
+#[uniffi::export]
+impl KeyDirectory {
+    /// Say that `inbox` (from [`crate::Client::retrieve`]) has been kept: the directory's state
+    /// moves past its messages, and the next retrieval starts after them. Until then each
+    /// retrieval returns them again, so a crash or a cancel between retrieving and keeping
+    /// loses nothing. Acknowledging the same inbox again does nothing. An inbox retrieved
+    /// before another one that was acknowledged first is refused (`stale_inbox`) and saves
+    /// nothing: the next retrieval returns what it held beyond that one.
+    ///
+    /// ```python
+    /// inbox = await client.retrieve(keys)
+    /// store(inbox.messages)          # the application's own, durable
+    /// keys.acknowledge(inbox)
+    /// ```
+    pub fn acknowledge(&self, inbox: Inbox) -> Result<()> {
+        acknowledge(self, &inbox)
+    }
+}
+
 /// An inbox's receipt: the key directory's state before its retrieval and after.
 #[derive(Serialize, Deserialize)]
 struct Receipt {

@@ -125,22 +125,6 @@ impl KeyDirectory {
     pub fn registration(&self) -> Result<Option<Registration>> {
         Ok(self.dir.registration()?.as_ref().map(Registration::from))
     }
-
-    /// Say that `inbox` (from [`crate::Client::retrieve`]) has been kept: the directory's state
-    /// moves past its messages, and the next retrieval starts after them. Until then each
-    /// retrieval returns them again, so a crash or a cancel between retrieving and keeping
-    /// loses nothing. Acknowledging the same inbox again does nothing. An inbox retrieved
-    /// before another one that was acknowledged first is refused (`stale_inbox`) and saves
-    /// nothing: the next retrieval returns what it held beyond that one.
-    ///
-    /// ```python
-    /// inbox = await client.retrieve(keys)
-    /// store(inbox.messages)          # the application's own, durable
-    /// keys.acknowledge(inbox)
-    /// ```
-    pub fn acknowledge(&self, inbox: crate::inbox::Inbox) -> Result<()> {
-        crate::inbox::acknowledge(self, &inbox)
-    }
 }
 
 impl KeyDirectory {

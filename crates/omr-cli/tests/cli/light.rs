@@ -2,9 +2,9 @@
 //! (with an attachment), digest (the indices from the digest, the payloads and the attachment by
 //! PIR from the closed epoch in a fixed number of queries, the open epoch's message pending
 //! until its epoch closes), status, `digest --follow` on a server that takes attachments (a
-//! live message with an attachment printed with its payload at once, read from the board's
-//! tail; its attachment, and the earlier pending payload, fetched in their epoch's one round
-//! once it closes), and a key or address of the other scheme refused. On a quiet board of a server without attachments (the
+//! live message printed with its payload and its attachment written at once, both read from
+//! the board's tail in the open epoch; the earlier pending payload fetched in its epoch's one
+//! round once it closes), and a key or address of the other scheme refused. On a quiet board of a server without attachments (the
 //! light lane's default), `omr digest` prints the payload of a message posted a moment ago
 //! (read from the board's tail, or with `--tail-messages 0` fetched by PIR from the open
 //! epoch), and `--follow` announces a new message with its payload.
@@ -97,8 +97,8 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
         .map(|i| light_message(&stranger, &i.to_le_bytes()))
         .collect();
     api.post_all(messages).await;
-    let (a, h, i, f) = (alice.clone(), http.clone(), inbox.clone(), followed.clone());
-    let sk = sketch.clone();
+    let (a, h, i, f) = (alice.clone(), http.clone(), inbox.clone(), followed);
+    let sk = sketch;
     let (mut follower, late, live) = tokio::task::spawn_blocking(move || {
         let to = a.join("address");
         let late = send(&to, &h, &["--message", "late"]);
@@ -147,16 +147,17 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
         let status = omr_json(&["status", "--keys", s(&a), "--json"]);
         assert_eq!(status["param_set"], "omr-light-v1");
 
-        // --follow: a message posted now, with an attachment, is printed with its payload at
-        // once (the follower reads the board's tail), in the open epoch; its attachment waits
-        // for the epoch's round.
+        // --follow: a message posted now, with an attachment, is printed with its payload and
+        // its attachment written at once (the follower reads the board's tail, attachments
+        // included), in the open epoch.
         let mut follower = Follower::start(&a, &["--json", "--out", s(&f)]);
         follower.wait_for_line("\"pending\"");
         let live = send(&to, &h, &["--message", "live", "--attach", s(&sk)]);
         follower.wait_for_line("\"text\":\"live\"");
+        follower.wait_for_line("\"attachment\":true");
         assert_eq!(
             follower.count(&format!("\"index\":{live},")),
-            1,
+            2,
             "{:?}",
             follower.seen
         );
@@ -164,14 +165,17 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
             std::fs::read(f.join(format!("{live}.bin"))).unwrap(),
             b"live"
         );
-        assert!(!f.join(format!("{live}.attachment")).exists());
+        let file = f.join(format!("{live}.attachment"));
+        assert_eq!(std::fs::read(&file).unwrap(), drawing);
+        let line = format!("\"file\":\"{}\"", file.display());
+        assert_eq!(follower.count(&line), 1, "{:?}", follower.seen);
         (follower, late, live)
     })
     .await
     .unwrap();
 
     // Strangers' messages close epoch 1: in its one round the follower fetches `late`'s payload
-    // and `live`'s attachment by PIR, once each.
+    // by PIR, once; nothing of `live` comes again.
     let d = OMR_LIGHT_V1.batch as u64;
     let messages = (live + 1..2 * d)
         .map(|i| light_message(&stranger, &i.to_le_bytes()))
@@ -180,24 +184,11 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
     tokio::task::spawn_blocking(move || {
         // `late` was pending before the follower started (its first object lists it).
         follower.wait_for_line("\"text\":\"late\"");
-        follower.wait_for_line("\"attachment\":true");
         for (index, lines) in [(late, 1), (live, 2)] {
             let line = format!("\"index\":{index},");
             let seen = follower.seen.iter().filter(|l| l.contains(&line)).count();
             assert_eq!(seen, lines, "{index}: {:?}", follower.seen);
         }
-        let file = followed.join(format!("{live}.attachment"));
-        assert_eq!(
-            std::fs::read(&file).unwrap(),
-            drawing,
-            "{:?}",
-            follower.seen
-        );
-        assert!(
-            follower.count(&format!("\"file\":\"{}\"", file.display())) == 1,
-            "{:?}",
-            follower.seen
-        );
     })
     .await
     .unwrap();

@@ -9,12 +9,12 @@
 //! whether the recipient has no message there or eight. An epoch holding more than that many of
 //! the recipient's messages takes more rounds, on later calls (which the server does see).
 //!
-//! A recipient near the head reads the board's tail itself (`tail`): it has those payloads at
-//! once, the epoch open or not, and their attachments come in that epoch's one round, beside
-//! the payloads it still wants there ([`DigestState::pending_attachments`], or the tail's
-//! messages of this call when their epoch is ready in the same call). A message the digest
-//! found in an open epoch is reported as pending ([`crate::Retrieval::pending`]) and fetched by
-//! the first call after its epoch closes.
+//! A recipient near the head reads the board's tail itself (`tail`), attachments included: it
+//! has those messages whole at once, the epoch open or not. A letter whose attachment did not
+//! come so ([`DigestState::pending_attachments`]) has its record fetched in its epoch's one
+//! round, beside the payloads still wanted there. A message the digest found in an open epoch
+//! is reported as pending ([`crate::Retrieval::pending`]) and fetched by the first call after
+//! its epoch closes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -75,21 +75,17 @@ pub(super) fn ready_epochs(
 impl Client {
     /// Fetch by PIR the payloads of `state`'s pending messages from every epoch that is ready
     /// (closed on a board of `board_head` messages, and detected through), as the module says,
-    /// and in the same rounds the records of `state`'s pending attachments and of `tail` (this
-    /// call's messages read from the board, whose payloads the caller has) for their
-    /// attachments.
+    /// and in the same rounds the records of `state`'s pending attachments.
     pub(crate) async fn fetch_light_payloads(
         &self,
         reg: &Registration,
         state: &mut DigestState,
         board_head: u64,
         epoch_len: u64,
-        tail: &[u64],
     ) -> Result<LightFetched> {
         let mut out = LightFetched::default();
         let (epoch_len, ready, next) = ready_epochs(reg, state, board_head, epoch_len);
         let attached: Vec<u64> = (state.pending_attachments.iter().map(|p| p.index))
-            .chain(tail.iter().copied())
             .filter(|i| !state.pending_payloads.contains(i))
             .collect();
         let mut epochs: BTreeSet<u64> = (next..ready).collect();

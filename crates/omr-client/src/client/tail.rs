@@ -10,7 +10,13 @@
 //! messages behind, the digest (15 B a message) and the batch fetch cost fewer bytes, and the
 //! retrieval uses them instead (docs/light/STUDY.md §9 compares the two).
 //!
+//! On a server that takes attachments the pages carry every message's sealed attachment too
+//! (`attachments=true`), whoever it is for, so the recipient has its own at once and the server
+//! learns nothing more than from the payloads: a range read whole, as anyone may read it.
+//!
 //! [`ClientOptions::tail_messages`]: super::ClientOptions::tail_messages
+
+use std::collections::BTreeMap;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -47,11 +53,20 @@ pub struct TailRead {
 }
 
 impl Client {
-    /// `GET /v1/messages?from=…&limit=…`, and its body's bytes.
-    pub(crate) async fn board_page(&self, from: u64, limit: u64) -> Result<(BoardPage, u64)> {
+    /// `GET /v1/messages?from=…&limit=…` (`&attachments=true` with `attachments`), and its
+    /// body's bytes.
+    pub(crate) async fn board_page(
+        &self,
+        from: u64,
+        limit: u64,
+        attachments: bool,
+    ) -> Result<(BoardPage, u64)> {
         self.retrying(|| async {
-            let req = (self.http.get(self.url("/v1/messages")))
+            let mut req = (self.http.get(self.url("/v1/messages")))
                 .query(&[("from", from), ("limit", limit.clamp(1, PAGE))]);
+            if attachments {
+                req = req.query(&[("attachments", true)]);
+            }
             let r = self.http_check(self.http_send(req).await?, "").await?;
             let bytes = self.read_capped(r, 16 << 20, None).await?;
             let page = serde_json::from_slice(&bytes).map_err(|e| {
@@ -66,22 +81,28 @@ impl Client {
     }
 
     /// Read the board from `state.next_from` up to `to`, keep the messages whose clues are
-    /// `secret`'s (and not in `state.seen`), and advance `state.next_from` past what was read.
-    /// `first`, a page already read from `state.next_from` (and its bytes), is used before any
-    /// other is asked for.
+    /// `secret`'s (and not in `state.seen`) and, with `attachments`, their sealed attachments,
+    /// and advance `state.next_from` past what was read. `first`, a page already read from
+    /// `state.next_from` (and its bytes), is used before any other is asked for.
     pub(crate) async fn read_tail(
         &self,
         secret: &omr_light::SecretKey,
         state: &mut DigestState,
         to: u64,
         found: &mut Vec<Retrieved>,
+        attachments: Option<&mut BTreeMap<u64, Vec<u8>>>,
         mut first: Option<(BoardPage, u64)>,
     ) -> Result<TailRead> {
+        let mut attachments = attachments;
+        let with_attachments = attachments.is_some();
         let mut read = TailRead::default();
         while state.next_from < to {
             let (page, bytes) = match first.take() {
                 Some(page) => page,
-                None => (self.board_page(state.next_from, to - state.next_from)).await?,
+                None => {
+                    let limit = to - state.next_from;
+                    (self.board_page(state.next_from, limit, with_attachments)).await?
+                }
             };
             read.bytes += bytes;
             let mut next = state.next_from;
@@ -104,11 +125,19 @@ impl Client {
                     let why = format!("the payload of board message {}: {e}", m.index);
                     self.protocol(Api::Http, why)
                 })?;
-                if state.seen.insert(m.index) {
-                    found.push(Retrieved {
-                        index: m.index,
-                        payload,
-                    });
+                if !state.seen.insert(m.index) {
+                    continue;
+                }
+                found.push(Retrieved {
+                    index: m.index,
+                    payload,
+                });
+                if let (Some(kept), Some(a)) = (attachments.as_deref_mut(), &m.attachment) {
+                    let sealed = B64.decode(a).map_err(|e| {
+                        let why = format!("the attachment of board message {}: {e}", m.index);
+                        self.protocol(Api::Http, why)
+                    })?;
+                    kept.insert(m.index, sealed);
                 }
             }
             if next == state.next_from {

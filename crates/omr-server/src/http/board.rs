@@ -128,7 +128,7 @@ pub(super) async fn get_messages(
     query: Result<Query<ReadQuery>, QueryRejection>,
 ) -> Result<Json<BoardPage>, ServiceError> {
     let Query(q) = query.map_err(malformed_query)?;
-    let page = board::Page::new(q.from, q.limit)?;
+    let page = board::Page::new(q.from, q.limit, q.attachments)?;
     // Charged once the query is known good: a refused read takes no token.
     state.admit(Limit::BoardReads, "/v1/messages", peer, &headers, 1)?;
     Ok(Json(board::read(&state.service, page).await?))

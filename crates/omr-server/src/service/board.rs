@@ -17,6 +17,10 @@ use crate::set::Set;
 /// Most board messages one read returns.
 pub const MAX_READ: u32 = 1000;
 
+/// Sealed attachment bytes past which a page read with its attachments ends (after the message
+/// that passed it): 1 MiB, 1.4 MiB as the page's base64.
+pub const MAX_PAGE_ATTACHMENT_BYTES: usize = 1 << 20;
+
 /// What a posted message must satisfy: the server's parameter set, its postage (0: off) and
 /// its largest attachment (0: none taken).
 #[derive(Debug, Clone, Copy)]
@@ -162,12 +166,18 @@ pub fn rejected(svc: &Service, err: ServiceError) -> ServiceError {
 pub struct Page {
     from: u64,
     limit: u32,
+    attachments: bool,
 }
 
 impl Page {
     /// At most `limit` (1 ..= [`MAX_READ`], default [`MAX_READ`]) messages from `from` (default
-    /// 0); refused before anything is read or charged.
-    pub fn new(from: Option<u64>, limit: Option<u32>) -> Result<Page, ServiceError> {
+    /// 0), with their attachments when `attachments`; refused before anything is read or
+    /// charged.
+    pub fn new(
+        from: Option<u64>,
+        limit: Option<u32>,
+        attachments: Option<bool>,
+    ) -> Result<Page, ServiceError> {
         let limit = limit.unwrap_or(MAX_READ);
         if limit == 0 || limit > MAX_READ {
             return Err(ServiceError::new(
@@ -178,18 +188,48 @@ impl Page {
         Ok(Page {
             from: from.unwrap_or(0),
             limit,
+            attachments: attachments.unwrap_or(false),
         })
     }
 }
 
-/// The board messages of `page`, with the board head.
+/// The board messages of `page`, with the board head; with their attachments if it asks, the
+/// page ending after the message whose attachment takes the page's past
+/// [`MAX_PAGE_ATTACHMENT_BYTES`].
 pub async fn read(svc: &Service, page: Page) -> Result<BoardPage, ServiceError> {
-    let Page { from, limit } = page;
+    let Page {
+        from,
+        limit,
+        attachments,
+    } = page;
     let (head, rows) = (svc.store.read_page(from, limit).await)
         .map_err(|e| ServiceError::internal("reading the board", e))?;
-    let next = rows.last().map(|m| m.index + 1).unwrap_or(from);
+    let mut messages: Vec<BoardMessage> = rows.into_iter().map(board_message).collect();
+    if let (true, Some(last)) = (attachments, messages.last()) {
+        let end = last.index + 1;
+        let found = (svc.store.attachments(from, end).await)
+            .map_err(|e| ServiceError::internal("reading attachments", e))?;
+        let mut found = found.into_iter().peekable();
+        let mut bytes = 0;
+        let mut kept = 0;
+        for m in &mut messages {
+            kept += 1;
+            while found.peek().is_some_and(|(i, _)| *i < m.index) {
+                found.next();
+            }
+            if let Some((_, a)) = found.next_if(|(i, _)| *i == m.index) {
+                bytes += a.len();
+                m.attachment = Some(B64.encode(&a));
+            }
+            if bytes >= MAX_PAGE_ATTACHMENT_BYTES {
+                break;
+            }
+        }
+        messages.truncate(kept);
+    }
+    let next = messages.last().map(|m| m.index + 1).unwrap_or(from);
     Ok(BoardPage {
-        messages: rows.into_iter().map(board_message).collect(),
+        messages,
         next,
         head,
     })
@@ -201,5 +241,6 @@ fn board_message(m: StoredMessage) -> BoardMessage {
         clue: B64.encode(&m.clue),
         payload: B64.encode(&m.payload),
         received_ms: m.received_ms,
+        attachment: None,
     }
 }

@@ -197,6 +197,8 @@ pub fn board_page_body() -> Decoder {
         clue: clue.clone(),
         payload: "bHVuY2g=".into(),
         received_ms: 1_763_789_343_478,
+        // A page read with `attachments=true`: one of them carries one.
+        attachment: (index == 1).then(|| "YXR0YWNoZWQ=".into()),
     };
     json(
         "GET /v1/messages",

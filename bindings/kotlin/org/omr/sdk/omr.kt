@@ -1011,7 +1011,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_omr_ffi_checksum_method_address_text() and 0xFFFF) != 63403) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_method_keydirectory_acknowledge() and 0xFFFF) != 34911) {
+    if ((lib.uniffi_omr_ffi_checksum_method_keydirectory_acknowledge() and 0xFFFF) != 63212) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_method_keydirectory_address() and 0xFFFF) != 51094) {
