@@ -12,19 +12,24 @@
 //!
 //! The registrations (four uploads at a time) are timed first.
 //!
+//! With `attach` > 0 the server takes attachments (up to 64 KiB) and every tenth message is a
+//! sealed letter with an attachment of `attach` bytes, posted on its own: the recipients read
+//! them from the tail's pages, and each rate also reports the attachments' latency (post's 201
+//! to the sealed attachment in the recipient's hands).
+//!
 //! Then a quiet board: single messages posted `quiet_gap` seconds apart, plus a random part of a
 //! second so that posts and polls do not run in step (latency only). Prints JSON.
 //!
 //! cargo build --release -p omr-server --bin omrd
 //! cargo run --release -p omr-server --example light_stream_bench -- \
-//!     [online] [seconds] [quiet_gap] [rates,comma,separated] [omrd]
+//!     [online] [seconds] [quiet_gap] [rates,comma,separated] [omrd] [attach]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use omr_client::{Client, DigestState, Keys, Registration, StartAt};
+use omr_client::{Address, Client, DigestState, Keys, Registration, SealKey, StartAt};
 use omr_light::OMR_LIGHT_V1;
 use omr_test_support::measure::{cpu_model, cpu_secs, percentile, status_bytes};
 use omr_test_support::Omrd;
@@ -33,20 +38,21 @@ use serde_json::json;
 /// When each message was acknowledged, by board index.
 type Posted = Arc<Mutex<std::collections::HashMap<u64, Instant>>>;
 
-/// One recipient polling every second until `stop`: the latencies of its payloads, in
-/// seconds, and the bytes it downloaded.
+/// One recipient polling every second until `stop`: the latencies of its payloads and of its
+/// attachments (`attached`: when each message with one was acknowledged), in seconds, and the
+/// bytes it downloaded.
 async fn poll(
     client: Client,
     keys: Keys,
     reg: Registration,
-    posted: Posted,
+    (posted, attached): (Posted, Posted),
     stop: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
-) -> Vec<f64> {
+) -> (Vec<f64>, Vec<f64>) {
     let mut state = DigestState::new(&reg);
     let head = client.params().await.expect("params").board_head;
     state.next_from = head;
-    let mut latencies = Vec::new();
+    let (mut latencies, mut attachments) = (Vec::new(), Vec::new());
     while !stop.load(Ordering::Relaxed) {
         let got = (client.retrieve(&keys.secret, &reg, &mut state, None).await).expect("sync");
         let now = Instant::now();
@@ -54,30 +60,66 @@ async fn poll(
         let tail = got.tail.map_or(0, |t| t.bytes);
         bytes.fetch_add(got.digest_bytes as u64 + pir + tail, Ordering::Relaxed);
         for m in &got.messages {
-            if let Some(t) = posted.lock().unwrap().get(&m.index) {
+            let p = posted.lock().unwrap();
+            if let Some(t) = p.get(&m.index).or(attached.lock().unwrap().get(&m.index)) {
                 latencies.push(now.duration_since(*t).as_secs_f64());
+            }
+        }
+        for index in got.attachments.keys() {
+            if let Some(t) = attached.lock().unwrap().get(index) {
+                attachments.push(now.duration_since(*t).as_secs_f64());
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    latencies
+    (latencies, attachments)
+}
+
+/// Every tenth message of a run with attachments: a sealed letter to `to` with an attachment.
+struct Attaching<'a> {
+    to: &'a [Address],
+    attachment: &'a [u8],
+    attached: &'a Posted,
 }
 
 /// Post at `rate` messages per second for `seconds`, each to one of `to` (round robin), in
-/// batches every 100 ms (one message at a time below 10/s). Returns the messages posted.
-async fn post(client: &Client, to: &[Keys], rate: f64, seconds: f64, posted: &Posted) -> u64 {
+/// batches every 100 ms (one message at a time below 10/s); with `attaching`, every tenth
+/// message has an attachment and is posted on its own. Returns the messages posted.
+async fn post(
+    client: &Client,
+    to: &[Keys],
+    rate: f64,
+    seconds: f64,
+    posted: &Posted,
+    attaching: Option<&Attaching<'_>>,
+) -> u64 {
     let tick = Duration::from_secs_f64((1.0 / rate).max(0.1));
     let per_tick = ((rate * tick.as_secs_f64()).round() as usize).max(1);
     let start = Instant::now();
     let mut n = 0u64;
     let mut next = start;
     while start.elapsed().as_secs_f64() < seconds {
+        let with = |i: usize| attaching.filter(|_| (n as usize + i).is_multiple_of(10));
         let batch: Vec<_> = (0..per_tick)
+            .filter(|&i| with(i).is_none())
             .map(|i| {
                 let k = &to[(n as usize + i) % to.len()];
                 (k.clue_key.clone(), format!("payload {n} {i}").into_bytes())
             })
             .collect();
+        for i in (0..per_tick).filter(|&i| with(i).is_some()) {
+            let a = with(i).expect("filtered");
+            let address = &a.to[(n as usize + i) % a.to.len()];
+            let sent = client.send_with_attachment(address, b"see attached", a.attachment, None);
+            let index = sent.await.expect("posted").index;
+            a.attached.lock().unwrap().insert(index, Instant::now());
+        }
+        if batch.is_empty() {
+            n += per_tick as u64;
+            next += tick;
+            tokio::time::sleep_until(next.into()).await;
+            continue;
+        }
         let range = client.send_batch(&batch).await.expect("posted");
         let now = Instant::now();
         {
@@ -86,7 +128,7 @@ async fn post(client: &Client, to: &[Keys], rate: f64, seconds: f64, posted: &Po
                 p.insert(index, now);
             }
         }
-        n += batch.len() as u64;
+        n += per_tick as u64;
         next += tick;
         tokio::time::sleep_until(next.into()).await;
     }
@@ -107,12 +149,16 @@ async fn main() -> anyhow::Result<()> {
         .next()
         .unwrap_or_else(|| "target/release/omrd".into())
         .into();
+    let attach: usize = args.next().map_or(Ok(0), |s| s.parse())?;
     let dir = tempfile::tempdir_in(std::env::current_dir()?)?;
     let o = Omrd::spawn(&omrd, dir.path(), |cmd| {
         cmd.args(["--param-set", OMR_LIGHT_V1.name])
             .env("OMR_MAX_KEYS", (online + 10).to_string())
             .env("OMR_MAX_BATCH_MESSAGES", "1000")
-            .env("OMR_MAX_ATTACHMENT_BYTES", "0")
+            .env(
+                "OMR_MAX_ATTACHMENT_BYTES",
+                if attach > 0 { "65536" } else { "0" },
+            )
             .env("RUST_LOG", "warn");
     });
     let (pid, api) = (o.pid(), o.client());
@@ -143,35 +189,59 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("registered: {registration}");
     let rss_idle = status_bytes(pid, "VmRSS");
     let to: Vec<Keys> = recipients.iter().map(|(k, _)| k.clone()).collect();
+    // Sealed letters with attachments go to these addresses (the keys' clue keys and seals of
+    // their own; the bench times the attachments' arrival, it does not open them).
+    let addresses: Vec<Address> = (to.iter())
+        .map(|k| Address {
+            clue_key: k.clue_key.clone(),
+            seal: SealKey::generate().public().clone(),
+        })
+        .collect();
+    let attachment: Vec<u8> = (0..attach).map(|i| (i % 251) as u8).collect();
     let mut runs = Vec::new();
     for &rate in &rates {
         // Posting alone, nobody polling: the baseline.
-        let posted: Posted = Arc::default();
+        let (posted, attached): (Posted, Posted) = Default::default();
+        let attaching = Attaching {
+            to: &addresses,
+            attachment: &attachment,
+            attached: &attached,
+        };
+        let attaching = (attach > 0).then_some(&attaching);
         let c0 = cpu_secs(pid);
-        let base_n = post(&sender, &to, rate, seconds, &posted).await;
+        let base_n = post(&sender, &to, rate, seconds, &posted, attaching).await;
         let base_cpu = cpu_secs(pid) - c0;
         // The same with every recipient online.
-        let posted: Posted = Arc::default();
+        let (posted, attached): (Posted, Posted) = Default::default();
+        let attaching = Attaching {
+            to: &addresses,
+            attachment: &attachment,
+            attached: &attached,
+        };
+        let attaching = (attach > 0).then_some(&attaching);
         let stop = Arc::new(AtomicBool::new(false));
         let bytes = Arc::new(AtomicU64::new(0));
         let pollers: Vec<_> = (recipients.iter())
             .map(|(k, r)| {
                 let client = Client::new(&http, &grpc).expect("client");
-                let args = (k.clone(), r.clone(), posted.clone(), stop.clone());
+                let times = (posted.clone(), attached.clone());
+                let args = (k.clone(), r.clone(), times, stop.clone());
                 tokio::spawn(poll(client, args.0, args.1, args.2, args.3, bytes.clone()))
             })
             .collect();
         tokio::time::sleep(Duration::from_secs(2)).await;
         let (c1, b1, t1) = (cpu_secs(pid), bytes.load(Ordering::Relaxed), Instant::now());
-        let n = post(&sender, &to, rate, seconds, &posted).await;
+        let n = post(&sender, &to, rate, seconds, &posted, attaching).await;
         let rss_online = status_bytes(pid, "VmRSS");
         tokio::time::sleep(Duration::from_secs(3)).await;
         let (cpu, got_bytes) = (cpu_secs(pid) - c1, bytes.load(Ordering::Relaxed) - b1);
         let cores_busy = cpu / t1.elapsed().as_secs_f64();
         stop.store(true, Ordering::Relaxed);
-        let mut latencies = Vec::new();
+        let (mut latencies, mut attachments) = (Vec::new(), Vec::new());
         for p in pollers {
-            latencies.extend(p.await?);
+            let (l, a) = p.await?;
+            latencies.extend(l);
+            attachments.extend(a);
         }
         let extra_cpu = cpu - base_cpu * (n as f64 / base_n.max(1) as f64);
         runs.push(json!({
@@ -180,6 +250,11 @@ async fn main() -> anyhow::Result<()> {
             "payloads_received": latencies.len(),
             "latency_p50_s": percentile(&mut latencies, 0.5),
             "latency_p95_s": percentile(&mut latencies, 0.95),
+            "attachment_bytes": attach,
+            "attachments_posted": attached.lock().unwrap().len(),
+            "attachments_received": attachments.len(),
+            "attachment_latency_p50_s": percentile(&mut attachments, 0.5),
+            "attachment_latency_p95_s": percentile(&mut attachments, 0.95),
             "omrd_cpu_s": cpu,
             "omrd_cpu_posting_alone_s": base_cpu,
             "omrd_cores_busy": cores_busy,
@@ -191,7 +266,7 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("{}", runs.last().unwrap());
     }
     // A quiet board: one message at a time, `quiet_gap` seconds apart, one recipient polling.
-    let posted: Posted = Arc::default();
+    let (posted, attached): (Posted, Posted) = Default::default();
     let stop = Arc::new(AtomicBool::new(false));
     let (k, r) = recipients[0].clone();
     let client = Client::new(&http, &grpc)?;
@@ -200,7 +275,7 @@ async fn main() -> anyhow::Result<()> {
         client,
         k.clone(),
         r,
-        posted.clone(),
+        (posted.clone(), attached),
         stop.clone(),
         bytes,
     ));
@@ -209,11 +284,11 @@ async fn main() -> anyhow::Result<()> {
         // At a random point of the poller's second, so that the two do not run in step.
         let phase = rand::random::<f64>();
         tokio::time::sleep(Duration::from_secs_f64(quiet_gap + phase)).await;
-        post(&sender, std::slice::from_ref(&k), 1.0, 0.5, &posted).await;
+        post(&sender, std::slice::from_ref(&k), 1.0, 0.5, &posted, None).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
-    let mut quiet = poller.await?;
+    let (mut quiet, _) = poller.await?;
     let out = json!({
         "cpu": cpu_model(),
         "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),

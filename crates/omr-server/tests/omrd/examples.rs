@@ -95,10 +95,13 @@ fn light_bench_runs() {
 
 #[test]
 fn light_stream_bench_runs() {
-    // Two online recipients, 2 s at 5 messages/s, then the quiet board's five posts.
-    let r = run("light_stream_bench", &["2", "2", "0.2", "5", OMRD]);
+    // Two online recipients, 2 s at 5 messages/s (every tenth with a 512-byte attachment),
+    // then the quiet board's five posts.
+    let r = run("light_stream_bench", &["2", "2", "0.2", "5", OMRD, "512"]);
     let rate = &r["rates"][0];
     assert_eq!(rate["payloads_received"], rate["messages"], "{r}");
+    assert_eq!(rate["attachments_received"], rate["attachments_posted"], "{r}");
+    positive(rate, &["attachments_received"]);
     positive(rate, &["latency_p95_s"]);
     positive(rate, &["bytes_per_online_key_per_message"]);
     assert_eq!(r["quiet_board"]["payloads"], 5, "{r}");
