@@ -75,22 +75,22 @@ async fn poll(
     (latencies, attachments)
 }
 
-/// Every tenth message of a run with attachments: a sealed letter to `to` with an attachment.
+/// Every tenth message of a run with attachments: a sealed letter to `to` with `attachment`.
 struct Attaching<'a> {
     to: &'a [Address],
     attachment: &'a [u8],
-    attached: &'a Posted,
 }
 
 /// Post at `rate` messages per second for `seconds`, each to one of `to` (round robin), in
 /// batches every 100 ms (one message at a time below 10/s); with `attaching`, every tenth
-/// message has an attachment and is posted on its own. Returns the messages posted.
+/// message has an attachment and is posted on its own (its time in `attached`). Returns the
+/// messages posted.
 async fn post(
     client: &Client,
     to: &[Keys],
     rate: f64,
     seconds: f64,
-    posted: &Posted,
+    (posted, attached): (&Posted, &Posted),
     attaching: Option<&Attaching<'_>>,
 ) -> u64 {
     let tick = Duration::from_secs_f64((1.0 / rate).max(0.1));
@@ -112,7 +112,7 @@ async fn post(
             let address = &a.to[(n as usize + i) % a.to.len()];
             let sent = client.send_with_attachment(address, b"see attached", a.attachment, None);
             let index = sent.await.expect("posted").index;
-            a.attached.lock().unwrap().insert(index, Instant::now());
+            attached.lock().unwrap().insert(index, Instant::now());
         }
         if batch.is_empty() {
             n += per_tick as u64;
@@ -198,27 +198,21 @@ async fn main() -> anyhow::Result<()> {
         })
         .collect();
     let attachment: Vec<u8> = (0..attach).map(|i| (i % 251) as u8).collect();
+    let attaching = Attaching {
+        to: &addresses,
+        attachment: &attachment,
+    };
+    let attaching = (attach > 0).then_some(&attaching);
     let mut runs = Vec::new();
     for &rate in &rates {
         // Posting alone, nobody polling: the baseline.
         let (posted, attached): (Posted, Posted) = Default::default();
-        let attaching = Attaching {
-            to: &addresses,
-            attachment: &attachment,
-            attached: &attached,
-        };
-        let attaching = (attach > 0).then_some(&attaching);
         let c0 = cpu_secs(pid);
-        let base_n = post(&sender, &to, rate, seconds, &posted, attaching).await;
+        let times = (&posted, &attached);
+        let base_n = post(&sender, &to, rate, seconds, times, attaching).await;
         let base_cpu = cpu_secs(pid) - c0;
         // The same with every recipient online.
         let (posted, attached): (Posted, Posted) = Default::default();
-        let attaching = Attaching {
-            to: &addresses,
-            attachment: &attachment,
-            attached: &attached,
-        };
-        let attaching = (attach > 0).then_some(&attaching);
         let stop = Arc::new(AtomicBool::new(false));
         let bytes = Arc::new(AtomicU64::new(0));
         let pollers: Vec<_> = (recipients.iter())
@@ -231,7 +225,7 @@ async fn main() -> anyhow::Result<()> {
             .collect();
         tokio::time::sleep(Duration::from_secs(2)).await;
         let (c1, b1, t1) = (cpu_secs(pid), bytes.load(Ordering::Relaxed), Instant::now());
-        let n = post(&sender, &to, rate, seconds, &posted, attaching).await;
+        let n = post(&sender, &to, rate, seconds, (&posted, &attached), attaching).await;
         let rss_online = status_bytes(pid, "VmRSS");
         tokio::time::sleep(Duration::from_secs(3)).await;
         let (cpu, got_bytes) = (cpu_secs(pid) - c1, bytes.load(Ordering::Relaxed) - b1);
@@ -275,7 +269,7 @@ async fn main() -> anyhow::Result<()> {
         client,
         k.clone(),
         r,
-        (posted.clone(), attached),
+        (posted.clone(), attached.clone()),
         stop.clone(),
         bytes,
     ));
@@ -284,7 +278,8 @@ async fn main() -> anyhow::Result<()> {
         // At a random point of the poller's second, so that the two do not run in step.
         let phase = rand::random::<f64>();
         tokio::time::sleep(Duration::from_secs_f64(quiet_gap + phase)).await;
-        post(&sender, std::slice::from_ref(&k), 1.0, 0.5, &posted, None).await;
+        let times = (&posted, &attached);
+        post(&sender, std::slice::from_ref(&k), 1.0, 0.5, times, None).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);

@@ -100,7 +100,10 @@ fn light_stream_bench_runs() {
     let r = run("light_stream_bench", &["2", "2", "0.2", "5", OMRD, "512"]);
     let rate = &r["rates"][0];
     assert_eq!(rate["payloads_received"], rate["messages"], "{r}");
-    assert_eq!(rate["attachments_received"], rate["attachments_posted"], "{r}");
+    assert_eq!(
+        rate["attachments_received"], rate["attachments_posted"],
+        "{r}"
+    );
     positive(rate, &["attachments_received"]);
     positive(rate, &["latency_p95_s"]);
     positive(rate, &["bytes_per_online_key_per_message"]);
