@@ -10,7 +10,11 @@ cd "$(dirname "$0")/.."
 check=false
 [ "${1:-}" = "--check" ] && check=true
 
-cargo build --release --quiet -p omr-ffi -p omr-uniffi-bindgen
+# Two builds, not one: built together, the generator's features (uniffi's bindgen, indexmap's
+# serde) would change the library's dependencies and rebuild them (h2, hyper, reqwest, ...),
+# where alone the library is what `pip install ./bindings/python` (maturin) already built.
+cargo build --release --quiet -p omr-ffi
+cargo build --release --quiet -p omr-uniffi-bindgen
 lib=target/release/libomr_ffi.so
 [ -f "$lib" ] || lib=target/release/libomr_ffi.dylib
 out=bindings
