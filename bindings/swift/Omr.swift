@@ -791,8 +791,9 @@ public protocol ClientProtocol: AnyObject, Sendable {
      * Follow `keys`: wait for new messages and hand each retrieval that found something (new
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
      * raises, or the call is cancelled. Each inbox is acknowledged when `on_inbox` returns;
-     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval. Failures worth retrying (the server restarting, out
-     * of reach) are retried every 5 s; others end the call.
+     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval.
+     * Failures worth retrying (the server restarting, out of reach) are retried every 5 s;
+     * others end the call.
      *
      * ```python
      * class Printer(omr.InboxListener):
@@ -981,8 +982,9 @@ open func delete(keys: KeyDirectory)async throws   {
      * Follow `keys`: wait for new messages and hand each retrieval that found something (new
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
      * raises, or the call is cancelled. Each inbox is acknowledged when `on_inbox` returns;
-     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval. Failures worth retrying (the server restarting, out
-     * of reach) are retried every 5 s; others end the call.
+     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval.
+     * Failures worth retrying (the server restarting, out of reach) are retried every 5 s;
+     * others end the call.
      *
      * ```python
      * class Printer(omr.InboxListener):
@@ -3012,7 +3014,7 @@ private let initializationResult: InitializationResult = {
     if (uniffi_omr_ffi_checksum_method_client_delete() != 3378) {
         return InitializationResult.apiChecksumMismatch
     }
-    if (uniffi_omr_ffi_checksum_method_client_follow() != 28295) {
+    if (uniffi_omr_ffi_checksum_method_client_follow() != 35304) {
         return InitializationResult.apiChecksumMismatch
     }
     if (uniffi_omr_ffi_checksum_method_client_post() != 46667) {

@@ -111,13 +111,10 @@ pub fn arrived_attachments(
     let Some(seal) = seal else {
         return Vec::new();
     };
-    let open = |sealed: &[u8], reference: &seal::AttachmentRef| match seal
+    let open = |sealed: &[u8], reference: &seal::AttachmentRef, with_payload: bool| match seal
         .open_attachment(sealed, reference)
     {
-        Ok(data) => AttachmentStatus::Fetched {
-            data,
-            with_payload: true,
-        },
+        Ok(data) => AttachmentStatus::Fetched { data, with_payload },
         Err(e) => AttachmentStatus::Failed(e.to_string()),
     };
     let mut outcomes = Vec::new();
@@ -128,7 +125,7 @@ pub fn arrived_attachments(
         outcomes.push(AttachmentOutcome {
             index: m.index,
             bytes: (reference.len as usize).saturating_sub(SEAL_OVERHEAD),
-            status: open(sealed, reference),
+            status: open(sealed, reference, true),
         });
     }
     state.pending_attachments.retain(|p| {
@@ -136,13 +133,7 @@ pub fn arrived_attachments(
             return true;
         };
         let status = match p.reference() {
-            Some(reference) => match open(sealed, &reference) {
-                AttachmentStatus::Fetched { data, .. } => AttachmentStatus::Fetched {
-                    data,
-                    with_payload: false,
-                },
-                failed => failed,
-            },
+            Some(reference) => open(sealed, &reference, false),
             None => AttachmentStatus::Failed(
                 "its reference in digest-state.json is damaged".to_string(),
             ),

@@ -291,8 +291,9 @@ impl Client {
     /// Follow `keys`: wait for new messages and hand each retrieval that found something (new
     /// messages, attachments, payloads still pending) to `listener`, until it returns false,
     /// raises, or the call is cancelled. Each inbox is acknowledged when `on_inbox` returns;
-    /// one it raised on (or was cancelled in) is not, and comes again on the next retrieval. Failures worth retrying (the server restarting, out
-    /// of reach) are retried every 5 s; others end the call.
+    /// one it raised on (or was cancelled in) is not, and comes again on the next retrieval.
+    /// Failures worth retrying (the server restarting, out of reach) are retried every 5 s;
+    /// others end the call.
     ///
     /// ```python
     /// class Printer(omr.InboxListener):

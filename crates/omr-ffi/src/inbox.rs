@@ -22,6 +22,9 @@ use crate::keys::KeyDirectory;
 /// How long a follower pauses after a failure worth retrying.
 const FOLLOW_RETRY: Duration = Duration::from_secs(5);
 
+/// How [`Attachment::status`] starts for one a later call gets.
+const WAITING: &str = "waiting";
+
 /// A message retrieved for the recipient.
 #[derive(Debug, Clone, uniffi::Record)]
 pub struct ReceivedMessage {
@@ -72,7 +75,7 @@ impl From<AttachmentOutcome> for Attachment {
     fn from(o: AttachmentOutcome) -> Self {
         let (data, status) = match o.status {
             AttachmentStatus::Fetched { data, .. } => (Some(data), "fetched".to_string()),
-            AttachmentStatus::Waiting(why) => (None, format!("waiting ({why})")),
+            AttachmentStatus::Waiting(why) => (None, format!("{WAITING} ({why})")),
             AttachmentStatus::Failed(why) => (None, format!("failed: {why}")),
         };
         Attachment {
@@ -118,7 +121,7 @@ impl Inbox {
             || self
                 .attachments
                 .iter()
-                .any(|a| !a.status.starts_with("waiting"))
+                .any(|a| !a.status.starts_with(WAITING))
             || self.pending_payloads.iter().any(|i| !announced.contains(i))
     }
 }
@@ -138,7 +141,7 @@ impl KeyDirectory {
     /// keys.acknowledge(inbox)
     /// ```
     pub fn acknowledge(&self, inbox: Inbox) -> Result<()> {
-        acknowledge(self, &inbox)
+        acknowledge(self, &inbox.receipt)
     }
 }
 
@@ -149,10 +152,11 @@ struct Receipt {
     after: DigestState,
 }
 
-/// Save the state `inbox`'s retrieval reached, if the key directory is still where that
-/// retrieval started (acknowledging it again does nothing); see [`crate::KeyDirectory::acknowledge`].
-pub(crate) fn acknowledge(keys: &KeyDirectory, inbox: &Inbox) -> Result<()> {
-    let receipt: Receipt = serde_json::from_slice(&inbox.receipt).map_err(|e| {
+/// Save the state the retrieval of an inbox with `receipt` reached, if the key directory is
+/// still where that retrieval started (acknowledging it again does nothing); see
+/// [`crate::KeyDirectory::acknowledge`].
+pub(crate) fn acknowledge(keys: &KeyDirectory, receipt: &[u8]) -> Result<()> {
+    let receipt: Receipt = serde_json::from_slice(receipt).map_err(|e| {
         OmrError::invalid(
             "bad_receipt",
             format!("this inbox's receipt is not one a retrieval made: {e}"),
@@ -271,15 +275,15 @@ pub(crate) async fn follow(
                     let news = inbox.has_news(&announced);
                     announced.clone_from(&inbox.pending_payloads);
                     past = inbox.to_index.max(cursor);
+                    let receipt = inbox.receipt.clone();
                     let go_on = if news {
                         // The listener may take its time (a database write, a queue with a
                         // consumer behind it): the runtime's other tasks move to other threads.
-                        let (listener, delivered) = (&listener, inbox.clone());
-                        tokio::task::block_in_place(|| listener.on_inbox(delivered))?
+                        tokio::task::block_in_place(|| listener.on_inbox(inbox))?
                     } else {
                         true
                     };
-                    match acknowledge(keys, &inbox) {
+                    match acknowledge(keys, &receipt) {
                         // Another acknowledged first: the next round starts from its state.
                         Err(e) if e.code() == "stale_inbox" => {}
                         r => r?,

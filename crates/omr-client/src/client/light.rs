@@ -104,14 +104,12 @@ impl Client {
             let mut pir = PirFetch::default();
             for epoch in epochs {
                 let range = epoch * epoch_len..(epoch + 1) * epoch_len;
-                let payloads = (state.pending_payloads.iter()).filter(|i| range.contains(i));
-                let mut wanted: Vec<u64> = payloads.copied().collect();
-                for &i in attached.iter().filter(|i| range.contains(i)) {
-                    if !wanted.contains(&i) {
-                        wanted.push(i);
-                    }
-                }
-                wanted.truncate(LIGHT_QUERIES_PER_EPOCH);
+                // The payloads still wanted, then the attachments (none is both).
+                let wanted: Vec<u64> = (state.pending_payloads.iter().chain(&attached))
+                    .copied()
+                    .filter(|i| range.contains(i))
+                    .take(LIGHT_QUERIES_PER_EPOCH)
+                    .collect();
                 let records = self.pir_round(epoch, shape, &wanted, &mut pir).await?;
                 for (index, record) in wanted.into_iter().zip(records) {
                     let (payload, attachment) = self.unframed(index, &record)?;

@@ -90,10 +90,9 @@ impl Client {
         state: &mut DigestState,
         to: u64,
         found: &mut Vec<Retrieved>,
-        attachments: Option<&mut BTreeMap<u64, Vec<u8>>>,
+        mut attachments: Option<&mut BTreeMap<u64, Vec<u8>>>,
         mut first: Option<(BoardPage, u64)>,
     ) -> Result<TailRead> {
-        let mut attachments = attachments;
         let with_attachments = attachments.is_some();
         let mut read = TailRead::default();
         while state.next_from < to {

@@ -3,6 +3,8 @@
 //! to the group commit and are counted once committed ([`post`]); a refused one is counted by its
 //! error code ([`rejected`]); [`read`] is a page of the board from an index.
 
+use std::collections::HashMap;
+
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_api::http::{BoardMessage, BoardPage};
@@ -202,32 +204,33 @@ pub async fn read(svc: &Service, page: Page) -> Result<BoardPage, ServiceError> 
         limit,
         attachments,
     } = page;
-    let (head, rows) = (svc.store.read_page(from, limit).await)
+    let (head, mut rows) = (svc.store.read_page(from, limit).await)
         .map_err(|e| ServiceError::internal("reading the board", e))?;
-    let mut messages: Vec<BoardMessage> = rows.into_iter().map(board_message).collect();
-    if let (true, Some(last)) = (attachments, messages.last()) {
-        let end = last.index + 1;
-        let found = (svc.store.attachments(from, end).await)
-            .map_err(|e| ServiceError::internal("reading attachments", e))?;
-        let mut found = found.into_iter().peekable();
+    let mut attached: HashMap<u64, Vec<u8>> = HashMap::new();
+    if let (true, Some(last)) = (attachments, rows.last()) {
+        attached = (svc.store.attachments(from, last.index + 1).await)
+            .map_err(|e| ServiceError::internal("reading attachments", e))?
+            .into_iter()
+            .collect();
+        // The page ends after the message whose attachment takes it to the bound; the rest
+        // are neither encoded nor sent.
         let mut bytes = 0;
-        let mut kept = 0;
-        for m in &mut messages {
-            kept += 1;
-            while found.peek().is_some_and(|(i, _)| *i < m.index) {
-                found.next();
-            }
-            if let Some((_, a)) = found.next_if(|(i, _)| *i == m.index) {
-                bytes += a.len();
-                m.attachment = Some(B64.encode(&a));
-            }
-            if bytes >= MAX_PAGE_ATTACHMENT_BYTES {
-                break;
-            }
-        }
-        messages.truncate(kept);
+        let ends = rows.iter().position(|m| {
+            bytes += attached.get(&m.index).map_or(0, Vec::len);
+            bytes >= MAX_PAGE_ATTACHMENT_BYTES
+        });
+        rows.truncate(ends.map_or(rows.len(), |i| i + 1));
     }
-    let next = messages.last().map(|m| m.index + 1).unwrap_or(from);
+    let next = rows.last().map(|m| m.index + 1).unwrap_or(from);
+    let messages = (rows.into_iter())
+        .map(|m| {
+            let attachment = attached.remove(&m.index).map(|a| B64.encode(a));
+            BoardMessage {
+                attachment,
+                ..board_message(m)
+            }
+        })
+        .collect();
     Ok(BoardPage {
         messages,
         next,

@@ -981,7 +981,7 @@ private fun uniffiCheckApiChecksums(lib: IntegrityCheckingUniffiLib) {
     if ((lib.uniffi_omr_ffi_checksum_method_client_delete() and 0xFFFF) != 3378) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
-    if ((lib.uniffi_omr_ffi_checksum_method_client_follow() and 0xFFFF) != 28295) {
+    if ((lib.uniffi_omr_ffi_checksum_method_client_follow() and 0xFFFF) != 35304) {
         throw RuntimeException("UniFFI API checksum mismatch: try cleaning and rebuilding your project")
     }
     if ((lib.uniffi_omr_ffi_checksum_method_client_post() and 0xFFFF) != 46667) {
@@ -1861,8 +1861,9 @@ public interface ClientInterface {
      * Follow `keys`: wait for new messages and hand each retrieval that found something (new
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
      * raises, or the call is cancelled. Each inbox is acknowledged when `on_inbox` returns;
-     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval. Failures worth retrying (the server restarting, out
-     * of reach) are retried every 5 s; others end the call.
+     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval.
+     * Failures worth retrying (the server restarting, out of reach) are retried every 5 s;
+     * others end the call.
      *
      * ```python
      * class Printer(omr.InboxListener):
@@ -2109,8 +2110,9 @@ open class Client: Disposable, AutoCloseable, ClientInterface
      * Follow `keys`: wait for new messages and hand each retrieval that found something (new
      * messages, attachments, payloads still pending) to `listener`, until it returns false,
      * raises, or the call is cancelled. Each inbox is acknowledged when `on_inbox` returns;
-     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval. Failures worth retrying (the server restarting, out
-     * of reach) are retried every 5 s; others end the call.
+     * one it raised on (or was cancelled in) is not, and comes again on the next retrieval.
+     * Failures worth retrying (the server restarting, out of reach) are retried every 5 s;
+     * others end the call.
      *
      * ```python
      * class Printer(omr.InboxListener):
