@@ -3,25 +3,29 @@
 //!
 //! - the store calls the loop makes to plan a turn, timed one by one: renew its heartbeat and
 //!   leases, list the keys with their cursors and presence, read the board head;
-//! - the whole plan as the worker makes it (those calls, then its views of the keys, the queue
-//!   and the lag metrics), from `omr_detect_plan_seconds` of an omrd (in-process, the real
-//!   worker) started on that store and left idle for `ROUNDS` plans.
+//! - the whole plan as the worker makes it (those calls, then its views of the keys, the queue,
+//!   the pick of the next key and the published schedule), from `omr_detect_plan_seconds` of an
+//!   omrd (in-process, the real worker) started on that store for `ROUNDS` plans: first idle (an
+//!   empty board), then with every key waiting (a full batch of 4,096 stand-in messages on the
+//!   board, which no key has detected).
 //!
 //! The rows belong to stand-in keys of omr-light-v1 (a few bytes each instead of 32.5 MB): what
 //! planning reads is the keys' metadata, leases, cursors and presence, never their bytes, and
-//! with an empty board no key is ever loaded. One worker holds every lease, as a single node
-//! does.
+//! with an empty board no key is ever loaded. With every key waiting the worker picks one each
+//! turn, publishes the schedule of all of them, and fails to load the one it picked (its bytes
+//! are a stand-in), which sends it to the back of the queue: the turns are all planning. One
+//! worker holds every lease, as a single node does.
 //!
 //!     cargo run --release -p omr-server --example plan_bench -- [KEYS] [ROUNDS] [DATABASE_URL]
 //!
 //! Defaults: 10,000 keys, 50 rounds, an embedded SQLite store in a temporary directory (a
 //! `postgres://` URL of an empty database measures PostgreSQL; its keys are deleted at the
-//! end). Prints one JSON object; times in milliseconds.
+//! end; its stand-in board messages stay). Prints one JSON object; times in milliseconds.
 
 use std::time::{Duration, Instant};
 
 use omr_server::{Application, Config};
-use omr_store::{NewKey, StartAt, Store};
+use omr_store::{NewKey, NewMessage, StartAt, Store};
 use omr_test_support::measure::cpu_model;
 use serde_json::{json, Value};
 
@@ -47,7 +51,16 @@ async fn main() -> anyhow::Result<()> {
     let calls = store_calls(&store, rounds).await?;
     store.release_leases(OWNER).await?;
 
-    let worker = worker_plans(tmp.path(), url.clone(), keys, rounds).await?;
+    let idle = worker_plans(tmp.path(), url.clone(), keys, rounds).await?;
+    let board: Vec<NewMessage> = (0..omr_light::OMR_LIGHT_V1.batch as u32)
+        .map(|i| NewMessage {
+            clue: format!("{prefix}{i}").into_bytes(),
+            payload: b"stand-in".to_vec(),
+            attachment: Vec::new(),
+        })
+        .collect();
+    store.append(&board).await?;
+    let waiting = worker_plans(tmp.path(), url.clone(), keys, rounds).await?;
     if url.is_some() {
         for i in 0..keys {
             store.delete_key(&format!("{prefix}{i:06}")).await?;
@@ -60,7 +73,7 @@ async fn main() -> anyhow::Result<()> {
         "rounds": rounds,
         "insert_seconds": insert_s,
         "store_calls": calls,
-        "worker_plan": worker,
+        "worker_plan": { "idle": idle, "every_key_waiting": waiting },
     });
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
@@ -109,8 +122,8 @@ fn stats(mut v: Vec<f64>) -> Value {
     json!({ "p50_ms": at(0.5), "p95_ms": at(0.95) })
 }
 
-/// An omrd on the store, idle (an empty board) and planning every 10 ms, until it planned
-/// `rounds` times holding all `keys`: the mean of its `omr_detect_plan_seconds`.
+/// An omrd on the store, planning every 10 ms, until it planned `rounds` times holding all
+/// `keys`: the mean of its `omr_detect_plan_seconds`.
 async fn worker_plans(
     dir: &std::path::Path,
     database_url: Option<String>,
@@ -138,8 +151,10 @@ async fn worker_plans(
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
             .unwrap_or(0.0)
     };
-    // The first plans take the leases; count from one that holds them all.
+    // The first plans take the leases, list the keys and publish all of them; count from the
+    // fifth plan after the leases are all held.
     let deadline = Instant::now() + Duration::from_secs(600);
+    let mut leased_at = None;
     let mut base = None;
     let last = loop {
         anyhow::ensure!(
@@ -150,9 +165,10 @@ async fn worker_plans(
         let count = metric(&text, "omr_detect_plan_seconds_count");
         let sum = metric(&text, "omr_detect_plan_seconds_sum");
         let leased = metric(&text, "omr_leased_keys");
-        match base {
-            None if leased >= keys as f64 => base = Some((count, sum)),
-            Some((c0, _)) if count - c0 >= rounds as f64 => break (count, sum, leased),
+        match (leased_at, base) {
+            (None, _) if leased >= keys as f64 => leased_at = Some(count),
+            (Some(c), None) if count >= c + 5.0 => base = Some((count, sum)),
+            (_, Some((c0, _))) if count - c0 >= rounds as f64 => break (count, sum, leased),
             _ => {}
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -33,4 +33,17 @@ impl Store {
             .await?;
         Ok(row.map(|r| r.try_get(0)).transpose()?)
     }
+
+    /// Every key seen at or after `since_ms`, with when it was last seen: the keys that may be
+    /// online, without listing them all.
+    pub async fn seen_since(&self, since_ms: i64) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows =
+            sqlx::query("SELECT key_id, last_seen_ms FROM key_presence WHERE last_seen_ms >= $1")
+                .bind(since_ms)
+                .fetch_all(self.pool())
+                .await?;
+        rows.into_iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
 }

@@ -18,6 +18,10 @@ pub struct KeySchedule {
     pub updated_ms: i64,
 }
 
+/// Rows per statement when publishing (4 parameters each: within SQLite's 32,766 and
+/// PostgreSQL's 65,535).
+const SCHEDULE_ROWS: usize = 1_000;
+
 impl Store {
     /// Publish `(key_id, state, eta_ms)` for each key, in one transaction. Keys deleted
     /// meanwhile are skipped.
@@ -30,19 +34,39 @@ impl Store {
         }
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        for (key_id, state, eta) in rows {
-            sqlx::query(
+        for chunk in rows.chunks(SCHEDULE_ROWS) {
+            // One statement a chunk: numbered placeholders, which both PostgreSQL and SQLite
+            // accept; the join skips keys deleted meanwhile (and gives SQLite's upsert the WHERE
+            // its parser needs after a SELECT).
+            let mut sql = String::from(
                 "INSERT INTO key_schedule (key_id, state, eta_ms, updated_ms) \
-                 SELECT key_id, $2, $3, $4 FROM detection_keys WHERE key_id = $1 \
+                 SELECT v.column1, v.column2, v.column3, v.column4 FROM (VALUES ",
+            );
+            for k in 0..chunk.len() {
+                let b = 4 * k;
+                let sep = if k > 0 { ", " } else { "" };
+                sql.push_str(&format!(
+                    "{sep}(${}, ${}, ${}, ${})",
+                    b + 1,
+                    b + 2,
+                    b + 3,
+                    b + 4
+                ));
+            }
+            sql.push_str(
+                ") AS v WHERE v.column1 IN (SELECT key_id FROM detection_keys) \
                  ON CONFLICT (key_id) DO UPDATE SET state = excluded.state, \
                  eta_ms = excluded.eta_ms, updated_ms = excluded.updated_ms",
-            )
-            .bind(key_id.clone())
-            .bind(state.to_string())
-            .bind(*eta)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            );
+            let mut q = sqlx::query(&sql);
+            for (key_id, state, eta) in chunk {
+                q = q
+                    .bind(key_id.clone())
+                    .bind(state.to_string())
+                    .bind(*eta)
+                    .bind(now);
+            }
+            q.execute(&mut *tx).await?;
         }
         tx.commit().await?;
         Ok(())

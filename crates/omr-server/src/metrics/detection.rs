@@ -90,7 +90,7 @@ impl DetectionMetrics {
             plan_seconds: Histogram::with_opts(
                 HistogramOpts::new(
                     "detect_plan_seconds",
-                    "Time the detection worker spends planning one turn (leases, key list, board head, queue)",
+                    "Time the detection worker spends planning one turn (leases, key list, board head, queue, pick, published schedule)",
                 )
                 .buckets(prometheus::exponential_buckets(0.000_25, 2.0, 14).expect("buckets")),
             )

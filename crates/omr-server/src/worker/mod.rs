@@ -29,7 +29,7 @@ mod step;
 mod supervise;
 mod turn;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,9 +53,11 @@ pub use retention::retention;
 /// memory-bound, and the plaintexts are half of a lone key's traffic.
 const GROUP_KEYS: usize = 8;
 
-/// How long the worker plans from its last listing of its keys before it lists them again: how
-/// stale its view of who is online may be (their presence is written by whichever process
-/// serves them), and of keys registered through another process.
+/// How long the worker plans from its last look at who is online before it looks again: how
+/// stale its view of presence may be (written by whichever process serves the recipient). The
+/// look reads only the keys seen within `online_secs`; the whole list of keys is read again
+/// when the leases are renewed (a third of `lease_secs`, or at once after this process
+/// registered or deleted a key), which is also when keys registered elsewhere are leased.
 const LIST_EVERY: Duration = Duration::from_secs(1);
 
 /// What the worker loop holds from one turn to the next.
@@ -79,6 +81,8 @@ struct Worker<S: DetectionScheme> {
 struct Listed {
     at: Instant,
     keys: Arc<Vec<ActiveKey>>,
+    /// Where each key is in `keys` (and `views`).
+    index: Arc<HashMap<String, usize>>,
     online: Arc<HashSet<String>>,
     views: Arc<Vec<KeyView>>,
 }
@@ -88,9 +92,17 @@ struct Listed {
 struct Plan {
     head: u64,
     keys: Arc<Vec<ActiveKey>>,
+    index: Arc<HashMap<String, usize>>,
     views: Arc<Vec<KeyView>>,
     /// Keys of online recipients (pinned in memory).
     online: Arc<HashSet<String>>,
+}
+
+impl Plan {
+    /// The key `key_id` of this plan, found without a scan.
+    fn key(&self, key_id: &str) -> Option<&ActiveKey> {
+        self.index.get(key_id).map(|&i| &self.keys[i])
+    }
 }
 
 /// The worker, supervised: the loop runs until `cancel` fires (after finishing the batch in
@@ -151,6 +163,7 @@ fn spawn_board_listener(state: &WorkerContext, cancel: &CancellationToken) -> Jo
 impl<S: DetectionScheme> Worker<S> {
     fn new(state: Arc<WorkerContext>, scheme: S, pools: pool::Pools, leases: Leases) -> Self {
         let cache = KeyCache::new(&state, scheme.clone());
+        let published = publish::Published::new(state.store.clone());
         let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
         state
             .metrics
@@ -166,7 +179,7 @@ impl<S: DetectionScheme> Worker<S> {
             queue: Queue::default(),
             poll,
             per_message_secs: None,
-            published: publish::Published::new(),
+            published,
             listed: None,
         }
     }
@@ -178,10 +191,6 @@ impl<S: DetectionScheme> Worker<S> {
         while !cancel.is_cancelled() {
             let planning = Instant::now();
             let planned = self.plan().await;
-            if planned.is_some() {
-                let took = planning.elapsed().as_secs_f64();
-                self.state.metrics.detection.plan_seconds.observe(took);
-            }
             self.state.worker_health.round_planned(planned.is_some());
             let Some(plan) = planned else {
                 if self.pause(cancel).await {
@@ -192,15 +201,24 @@ impl<S: DetectionScheme> Worker<S> {
             let pick = self
                 .queue
                 .pick(&plan.views, plan.head, self.policy(), Instant::now());
+            let serving = match &pick {
+                Pick::Serve { key_id, .. } => Some(key_id.as_str()),
+                Pick::Idle { .. } => None,
+            };
+            self.publish(&plan, serving);
+            let group = match &pick {
+                Pick::Serve {
+                    key_id,
+                    lane: Lane::Bulk,
+                } => (self.queue).companions(&plan.views, plan.head, key_id, self.fill()),
+                _ => Vec::new(),
+            };
+            // Everything a turn pays before it detects: the plan, the pick, the published
+            // schedule and the companions.
+            let took = planning.elapsed().as_secs_f64();
+            self.state.metrics.detection.plan_seconds.observe(took);
             match pick {
                 Pick::Serve { key_id, lane } => {
-                    self.publish(&plan, Some(&key_id)).await;
-                    let group = match lane {
-                        Lane::Bulk => {
-                            (self.queue).companions(&plan.views, plan.head, &key_id, self.fill())
-                        }
-                        Lane::Online => Vec::new(),
-                    };
                     let ok = if group.is_empty() {
                         self.serve_turn(&plan, &key_id, lane, cancel).await
                     } else {
@@ -214,7 +232,6 @@ impl<S: DetectionScheme> Worker<S> {
                     }
                 }
                 Pick::Idle { until } => {
-                    self.publish(&plan, None).await;
                     if !self.wait_for_work(until, cancel).await {
                         break;
                     }
@@ -254,10 +271,11 @@ impl<S: DetectionScheme> Worker<S> {
 
     /// Plan a turn: the board head, and this worker's keys with their cursors and who is
     /// online; `None` (logged) when the store fails. What does not change from turn to turn is
-    /// not read every turn: the leases are renewed when a third of the lease went by, and the
-    /// keys listed from the store at most every [`LIST_EVERY`] (their cursors meanwhile are the
-    /// cache's, which sees every commit this worker makes), both at once after this process
-    /// registered or deleted a key. So a turn's planning reads one row at any number of keys.
+    /// not read every turn: the leases are renewed, and the keys listed from the store, when a
+    /// third of the lease went by, or at once after this process registered or deleted a key
+    /// (their cursors meanwhile are the cache's, which sees every commit this worker makes);
+    /// who is online is read every [`LIST_EVERY`], from the keys seen lately alone. So a turn's
+    /// planning reads one row, and a second the recently seen keys, at any number of keys.
     async fn plan(&mut self) -> Option<Plan> {
         let changed = self.state.roster.take();
         let renew = changed || self.leases.due();
@@ -269,7 +287,13 @@ impl<S: DetectionScheme> Worker<S> {
             }
         }
         let stale = (self.listed.as_ref()).is_none_or(|l| l.at.elapsed() >= LIST_EVERY);
-        let relist = renew || stale;
+        let relist = renew || self.listed.is_none();
+        if !relist && stale {
+            if let Err(e) = self.look_who_is_online().await {
+                tracing::error!(error = %e, "reading who is online failed; retrying");
+                return None;
+            }
+        }
         if relist {
             let keys = match self.state.store.active_keys().await {
                 Ok(all) => (all.into_iter())
@@ -309,14 +333,50 @@ impl<S: DetectionScheme> Worker<S> {
         let plan = Plan {
             head,
             keys: listed.keys.clone(),
+            index: listed.index.clone(),
             views: listed.views.clone(),
             online: listed.online.clone(),
         };
         self.queue.observe(&plan.views, head, Instant::now());
-        if relist {
+        if relist || stale {
             self.report(&plan);
         }
         Some(plan)
+    }
+
+    /// Between listings: which of the listed keys are online now, from the keys seen within
+    /// `online_secs` (a few rows, at any number of keys) and those online at the last look.
+    async fn look_who_is_online(&mut self) -> Result<(), omr_store::StoreError> {
+        let config = &self.state.config;
+        let now_ms = crate::presence::now_ms();
+        let window = i64::try_from(config.online_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let seen = (self.state.store)
+            .seen_since(now_ms.saturating_sub(window))
+            .await?;
+        let listed = self.listed.as_mut().expect("looked after a listing");
+        let keys = Arc::make_mut(&mut listed.keys);
+        for (key_id, at) in &seen {
+            if let Some(&i) = listed.index.get(key_id) {
+                let k = &mut keys[i];
+                k.last_seen_ms = Some(k.last_seen_ms.map_or(*at, |t| t.max(*at)));
+            }
+        }
+        let was = listed.online.iter().map(String::as_str);
+        let candidates = was.chain(seen.iter().map(|(id, _)| id.as_str()));
+        let online: HashSet<String> = (candidates.filter_map(|id| listed.index.get(id)))
+            .map(|&i| &keys[i])
+            .filter(|k| crate::presence::is_online(config, k, now_ms))
+            .map(|k| k.key_id.clone())
+            .collect();
+        let views = Arc::make_mut(&mut listed.views);
+        for id in listed.online.iter().chain(online.iter()) {
+            if let Some(&i) = listed.index.get(id) {
+                views[i].online = online.contains(id);
+            }
+        }
+        listed.online = Arc::new(online);
+        listed.at = Instant::now();
+        Ok(())
     }
 
     /// `keys` just listed, who of them is online now, and their views (brought up to date by
@@ -337,8 +397,12 @@ impl<S: DetectionScheme> Worker<S> {
                 batch: 0,
             })
             .collect();
+        let index = (keys.iter().enumerate())
+            .map(|(i, k)| (k.key_id.clone(), i))
+            .collect();
         Listed {
             at: Instant::now(),
+            index: Arc::new(index),
             keys: Arc::new(keys),
             online: Arc::new(online),
             views: Arc::new(views),

@@ -24,8 +24,10 @@
 //! (no I/O) so that it is tested here on its own.
 //! Long: the policy is pure, and its unit tests sit beside it; splitting them would part the rules from their cases.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
 
 use super::pool::Lane;
 
@@ -54,7 +56,7 @@ pub(super) struct KeyView {
 
 impl KeyView {
     /// Messages it can detect now with the board at `head`.
-    fn behind(&self, head: u64) -> u64 {
+    pub(super) fn behind(&self, head: u64) -> u64 {
         self.head.min(head).saturating_sub(self.cursor)
     }
 }
@@ -72,7 +74,10 @@ pub(super) enum Pick {
 /// The queue of waiting keys: when each key with a backlog started waiting.
 #[derive(Debug, Default)]
 pub(super) struct Queue {
-    waiting_since: HashMap<String, Instant>,
+    /// Planning looks up every key here each turn: a fast hash (the ids are the server's own).
+    waiting_since: FxHashMap<String, Instant>,
+    /// Counts the keys that started or stopped waiting (see [`Queue::changes`]).
+    changes: u64,
 }
 
 /// The policy's tunables for one decision.
@@ -108,17 +113,31 @@ impl Queue {
     /// Start the clock of every key that has fallen behind `head` and stop that of every key
     /// that caught up or is gone.
     pub(super) fn observe(&mut self, keys: &[KeyView], head: u64, now: Instant) {
-        let behind: HashSet<&str> = (keys.iter())
-            .filter(|k| k.behind(head) > 0)
-            .map(|k| k.key_id.as_str())
-            .collect();
-        self.waiting_since
-            .retain(|id, _| behind.contains(id.as_str()));
-        for id in behind {
-            if !self.waiting_since.contains_key(id) {
-                self.waiting_since.insert(id.to_string(), now);
+        // One look-up per key behind; the keys that stopped waiting (or are gone) are looked for
+        // only when some did.
+        let mut behind = 0;
+        for k in keys.iter().filter(|k| k.behind(head) > 0) {
+            behind += 1;
+            if !self.waiting_since.contains_key(&k.key_id) {
+                self.waiting_since.insert(k.key_id.clone(), now);
+                self.changes += 1;
             }
         }
+        if self.waiting_since.len() > behind {
+            let behind: HashSet<&str> = (keys.iter())
+                .filter(|k| k.behind(head) > 0)
+                .map(|k| k.key_id.as_str())
+                .collect();
+            let before = self.waiting_since.len();
+            self.waiting_since
+                .retain(|id, _| behind.contains(id.as_str()));
+            self.changes += (before - self.waiting_since.len()) as u64;
+        }
+    }
+
+    /// How many times a key started or stopped waiting so far: what changed when it moved.
+    pub(super) fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Send `key_id` to the back of the queue (it had its turn and still has a backlog).
@@ -138,38 +157,70 @@ impl Queue {
     /// The keys with a backlog, first to be served first (online ones, then the lowest batch
     /// for a batch scheme, then oldest waiting).
     pub(super) fn order<'a>(&self, keys: &'a [KeyView], head: u64) -> Vec<&'a KeyView> {
-        let mut waiting: Vec<&KeyView> = keys.iter().filter(|k| k.behind(head) > 0).collect();
-        let rank = |k: &KeyView| {
-            let since = self.waiting_since.get(&k.key_id).copied();
-            (!k.online, k.batch, since)
-        };
-        waiting.sort_by_cached_key(|k| (rank(k), k.key_id.as_str()));
-        waiting
+        self.first(keys.iter().filter(|k| k.behind(head) > 0), usize::MAX)
     }
 
-    /// The next key to serve among `keys` (this worker's leased keys) with the board at `head`.
+    /// The `n` first of `keys` in queue order, in that order: a selection then a sort of the
+    /// `n`, so that taking a few among thousands costs one pass over them.
+    pub(super) fn first<'a>(
+        &self,
+        keys: impl Iterator<Item = &'a KeyView>,
+        n: usize,
+    ) -> Vec<&'a KeyView> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut ranked: Vec<(Rank<'a>, &'a KeyView)> = keys.map(|k| (self.rank(k), k)).collect();
+        if ranked.len() > n {
+            ranked.select_nth_unstable_by(n - 1, |a, b| a.0.cmp(&b.0));
+            ranked.truncate(n);
+        }
+        ranked.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        ranked.into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// Where `k` stands in the queue: online first, then the lowest batch, then oldest waiting,
+    /// then by id (so that the order is total).
+    fn rank<'a>(&self, k: &'a KeyView) -> Rank<'a> {
+        let since = self.waiting_since.get(&k.key_id).copied();
+        (!k.online, k.batch, since, k.key_id.as_str())
+    }
+
+    /// The next key to serve among `keys` (this worker's leased keys) with the board at `head`:
+    /// the first in queue order that is worth serving now, found in one pass (no sort).
     pub(super) fn pick(&self, keys: &[KeyView], head: u64, policy: Policy, now: Instant) -> Pick {
         let mut until: Option<Instant> = None;
-        for k in self.order(keys, head) {
-            let waited = self.waited(&k.key_id, now).unwrap_or_default();
-            if k.online || k.cached || policy.room || k.behind(head) >= policy.min_batch {
-                return Pick::Serve {
-                    key_id: k.key_id.clone(),
-                    lane: Lane::of(k.online),
-                };
+        let mut best: Option<(Rank<'_>, &KeyView, Lane)> = None;
+        for k in keys.iter().filter(|k| k.behind(head) > 0) {
+            let since = self.waiting_since.get(&k.key_id).copied();
+            let waited = since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+            let lane = if k.online || k.cached || policy.room || k.behind(head) >= policy.min_batch
+            {
+                Lane::of(k.online)
+            } else if waited >= policy.max_wait {
+                Lane::Bulk
+            } else {
+                let due = now + (policy.max_wait - waited);
+                until = Some(until.map_or(due, |u| u.min(due)));
+                continue;
+            };
+            let rank = (!k.online, k.batch, since, k.key_id.as_str());
+            if best.as_ref().is_none_or(|(b, ..)| rank < *b) {
+                best = Some((rank, k, lane));
             }
-            if waited >= policy.max_wait {
-                return Pick::Serve {
-                    key_id: k.key_id.clone(),
-                    lane: Lane::Bulk,
-                };
-            }
-            let due = now + (policy.max_wait - waited);
-            until = Some(until.map_or(due, |u| u.min(due)));
         }
-        Pick::Idle { until }
+        match best {
+            Some((_, k, lane)) => Pick::Serve {
+                key_id: k.key_id.clone(),
+                lane,
+            },
+            None => Pick::Idle { until },
+        }
     }
 }
+
+/// A key's place in the queue (see [`Queue::rank`]).
+type Rank<'a> = (bool, u64, Option<Instant>, &'a str);
 
 /// How a turn fills the pool with keys served together (see [`Queue::companions`]).
 #[derive(Debug, Clone, Copy)]
@@ -200,18 +251,20 @@ impl Queue {
         if lead.online || !lead.cached {
             return Vec::new();
         }
-        let candidates = (self.order(keys, head).into_iter())
-            .filter(|k| k.key_id != leader && k.cached && !k.online);
+        // Only keys in memory can join: a few among the leased ones, so only they are ranked.
+        let candidates = (keys.iter())
+            .filter(|k| k.behind(head) > 0 && k.key_id != leader && k.cached && !k.online);
         match fill {
-            Fill::Batch { max_keys } => candidates
-                .filter(|k| k.batch == lead.batch && k.head == lead.head)
-                .take(max_keys.saturating_sub(1))
-                .map(|k| k.key_id.clone())
-                .collect(),
+            Fill::Batch { max_keys } => {
+                let same = candidates.filter(|k| k.batch == lead.batch && k.head == lead.head);
+                (self.first(same, max_keys.saturating_sub(1)).into_iter())
+                    .map(|k| k.key_id.clone())
+                    .collect()
+            }
             Fill::Messages { threads, limit } => {
                 let mut work = lead.behind(head).min(limit);
                 let mut out = Vec::new();
-                for k in candidates {
+                for k in self.first(candidates, usize::MAX) {
                     if work >= threads {
                         break;
                     }
@@ -479,5 +532,73 @@ mod tests {
         let p = Policy::new(0.3, 0.05, Duration::from_secs(60));
         assert_eq!(p.min_batch, 120);
         assert_eq!(Policy::new(0.3, 0.0, Duration::ZERO).min_batch, 1);
+    }
+
+    /// The pick made in one pass is the definition's: the first key in queue order that is
+    /// worth serving now (and, when none is, the earliest deadline of a deferred key); and the
+    /// selection of the first `n` is the queue order's first `n`. On random queues.
+    #[test]
+    fn one_pass_pick_and_selection_agree_with_the_sorted_queue() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let t0 = Instant::now();
+        for round in 0..300 {
+            let mut q = Queue::default();
+            let head = 1_000;
+            let keys: Vec<KeyView> = (0..rng.gen_range(0..40))
+                .map(|i| KeyView {
+                    key_id: format!("k{:02}", rng.gen_range(0..60) * 100 + i),
+                    cursor: rng.gen_range(990..=1_000),
+                    online: rng.gen_bool(0.1),
+                    cached: rng.gen_bool(0.3),
+                    head: if rng.gen_bool(0.2) { 995 } else { u64::MAX },
+                    batch: rng.gen_range(0..3),
+                })
+                .collect();
+            // Keys started waiting at different times, some at the same one.
+            for k in &keys {
+                let at = t0 + Duration::from_secs(rng.gen_range(0..4) * 30);
+                q.observe(std::slice::from_ref(k), head, at);
+            }
+            let now = t0 + Duration::from_secs(rng.gen_range(60..200));
+            let p = Policy {
+                min_batch: rng.gen_range(1..12),
+                max_wait: Duration::from_secs(120),
+                room: rng.gen_bool(0.2),
+            };
+            // The queue order, by a plain sort.
+            let mut order: Vec<&KeyView> = keys.iter().filter(|k| k.behind(head) > 0).collect();
+            order.sort_by_key(|k| {
+                let since = q.waiting_since.get(&k.key_id).copied();
+                (!k.online, k.batch, since, k.key_id.clone())
+            });
+            let ids = |v: &[&KeyView]| v.iter().map(|k| k.key_id.clone()).collect::<Vec<_>>();
+            assert_eq!(ids(&q.order(&keys, head)), ids(&order), "round {round}");
+            let mut until: Option<Instant> = None;
+            let mut want = None;
+            for k in &order {
+                let waited = q.waited(&k.key_id, now).unwrap_or_default();
+                if k.online || k.cached || p.room || k.behind(head) >= p.min_batch {
+                    want = Some(serve(&k.key_id, k.online));
+                } else if waited >= p.max_wait {
+                    want = Some(serve(&k.key_id, false));
+                } else {
+                    let due = now + (p.max_wait - waited);
+                    until = Some(until.map_or(due, |u| u.min(due)));
+                    continue;
+                }
+                break;
+            }
+            let want = want.unwrap_or(Pick::Idle { until });
+            assert_eq!(q.pick(&keys, head, p, now), want, "round {round}: {keys:?}");
+            for n in [0, 1, 3, usize::MAX] {
+                let got: Vec<&str> = (q.first(keys.iter().filter(|k| k.behind(head) > 0), n))
+                    .iter()
+                    .map(|k| k.key_id.as_str())
+                    .collect();
+                let sorted: Vec<&str> = order.iter().take(n).map(|k| k.key_id.as_str()).collect();
+                assert_eq!(got, sorted, "round {round}, n = {n}");
+            }
+        }
     }
 }

@@ -25,7 +25,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         lane: Lane,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> bool {
-        let Some(key) = plan.keys.iter().find(|k| k.key_id == key_id).cloned() else {
+        let Some(key) = plan.key(key_id).cloned() else {
             return true;
         };
         let epochs = self.state.epochs;
@@ -76,9 +76,9 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         cancel: &tokio_util::sync::CancellationToken,
     ) -> bool {
         self.leases.renew_if_due(&self.state).await;
-        let keys: Vec<ActiveKey> = (plan.keys.iter())
-            .filter(|k| ids.contains(&k.key_id) && self.leases.holds(&k.key_id))
-            .cloned()
+        let keys: Vec<ActiveKey> = (ids.iter())
+            .filter(|id| self.leases.holds(id))
+            .filter_map(|id| plan.key(id).cloned())
             .collect();
         let mut ok = true;
         if !keys.is_empty() && !cancel.is_cancelled() {
@@ -215,10 +215,11 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     fn loads_beside(&self, plan: &Plan, key: &ActiveKey) -> Vec<ActiveKey> {
         let room = self.cache.room_for().saturating_sub(1);
         let take = room.min(self.pools.threads().saturating_sub(1));
-        (self.queue.order(&plan.views, plan.head).into_iter())
-            .filter(|v| v.key_id != key.key_id && !v.online && !v.cached)
-            .take(take)
-            .filter_map(|v| plan.keys.iter().find(|k| k.key_id == v.key_id).cloned())
+        let cold = (plan.views.iter()).filter(|v| {
+            v.behind(plan.head) > 0 && v.key_id != key.key_id && !v.online && !v.cached
+        });
+        (self.queue.first(cold, take).into_iter())
+            .filter_map(|v| plan.key(&v.key_id).cloned())
             .collect()
     }
 
@@ -271,7 +272,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     /// Serve every online key of `plan` but those in `busy` on the online pool until it caught
     /// up.
     async fn serve_online(&mut self, plan: &Plan, busy: &[&str]) {
-        for key in plan.keys.iter().filter(|k| plan.online.contains(&k.key_id)) {
+        for key in plan.online.iter().filter_map(|id| plan.key(id)) {
             if busy.contains(&key.key_id.as_str()) {
                 continue;
             }

@@ -1,5 +1,6 @@
 //! Presence on each backend: `mark_seen` records when a key's recipient was last seen, only
-//! ever forward, shows in `active_keys`, ignores unknown keys and goes with a deleted key; and
+//! ever forward, shows in `active_keys` and in `seen_since`, ignores unknown keys and goes with a
+//! deleted key; and
 //! progress notifications carry each committed cursor to other connections (PostgreSQL).
 
 use std::time::Duration;
@@ -38,6 +39,16 @@ async fn presence_moves_forward_and_shows_in_active_keys(db: &TestDb) {
         seen(store.active_keys().await.unwrap()),
         vec![("a".into(), Some(5_000)), ("b".into(), None)]
     );
+    // Only the keys seen at or after a time, with when.
+    store.mark_seen("b", 2_000).await.unwrap();
+    let mut recent = store.seen_since(2_000).await.unwrap();
+    recent.sort();
+    assert_eq!(recent, vec![("a".into(), 5_000), ("b".into(), 2_000)]);
+    assert_eq!(
+        store.seen_since(2_001).await.unwrap(),
+        vec![("a".into(), 5_000)]
+    );
+    assert!(store.seen_since(5_001).await.unwrap().is_empty());
 
     // An unknown key records nothing (and is no error: it may have just been deleted).
     store.mark_seen("nope", 1).await.unwrap();
