@@ -169,9 +169,14 @@ impl<'a> Reader<'a> {
 
     /// Read `count` values of `bits` bits each, packed LSB-first.
     pub fn packed(&mut self, count: usize, bits: u32) -> Result<Vec<u64>, OmrError> {
+        Ok(self.packed_iter(count, bits)?.collect())
+    }
+
+    /// [`packed`](Self::packed), one value at a time.
+    pub fn packed_iter(&mut self, count: usize, bits: u32) -> Result<Unpacked<'a>, OmrError> {
         let len = (count * bits as usize).div_ceil(8);
         let bytes = self.take(len)?;
-        Ok(unpack_bits(bytes, count, bits))
+        Ok(Unpacked::new(bytes, count, bits))
     }
 
     /// Read `count` little-endian u64 values.
@@ -258,37 +263,75 @@ pub fn pack_bits(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>, bits:
 /// `count` values of `bits` bits packed LSB-first by [`pack_bits`] (the caller checked that
 /// `bytes` holds them). Reads 64-bit words while at least eight bytes remain.
 pub fn unpack_bits(bytes: &[u8], count: usize, bits: u32) -> Vec<u64> {
-    let mask: u128 = if bits == 64 {
-        u64::MAX as u128
-    } else {
-        (1u128 << bits) - 1
-    };
-    let mut out = Vec::with_capacity(count);
-    let mut acc: u128 = 0;
-    let mut filled = 0u32;
-    let mut rest = bytes;
-    for _ in 0..count {
-        if filled < bits {
+    Unpacked::new(bytes, count, bits).collect()
+}
+
+/// The values [`unpack_bits`] returns, one at a time: for checking them without holding them all.
+#[derive(Debug, Clone)]
+pub struct Unpacked<'a> {
+    rest: &'a [u8],
+    left: usize,
+    bits: u32,
+    mask: u128,
+    acc: u128,
+    filled: u32,
+}
+
+impl<'a> Unpacked<'a> {
+    /// `count` values of `bits` bits from `bytes`, which must hold them (checked by the caller).
+    pub fn new(bytes: &'a [u8], count: usize, bits: u32) -> Self {
+        let mask: u128 = if bits == 64 {
+            u64::MAX as u128
+        } else {
+            (1u128 << bits) - 1
+        };
+        Unpacked {
+            rest: bytes,
+            left: count,
+            bits,
+            mask,
+            acc: 0,
+            filled: 0,
+        }
+    }
+}
+
+impl Iterator for Unpacked<'_> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let bits = self.bits;
+        if self.filled < bits {
             // filled < bits ≤ 64, so a word shifted by `filled` fits in the accumulator.
-            if let Some((word, tail)) = rest.split_first_chunk::<8>() {
-                acc |= (u64::from_le_bytes(*word) as u128) << filled;
-                filled += 64;
-                rest = tail;
+            if let Some((word, tail)) = self.rest.split_first_chunk::<8>() {
+                self.acc |= (u64::from_le_bytes(*word) as u128) << self.filled;
+                self.filled += 64;
+                self.rest = tail;
             } else {
-                while filled < bits {
-                    let (byte, tail) = rest.split_first().expect("length checked by caller");
-                    acc |= (*byte as u128) << filled;
-                    filled += 8;
-                    rest = tail;
+                while self.filled < bits {
+                    let (byte, tail) = self.rest.split_first().expect("length checked by caller");
+                    self.acc |= (*byte as u128) << self.filled;
+                    self.filled += 8;
+                    self.rest = tail;
                 }
             }
         }
-        out.push((acc & mask) as u64);
-        acc >>= bits;
-        filled -= bits;
+        let v = (self.acc & self.mask) as u64;
+        self.acc >>= bits;
+        self.filled -= bits;
+        Some(v)
     }
-    out
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
 }
+
+impl ExactSizeIterator for Unpacked<'_> {}
 
 #[cfg(test)]
 mod tests {

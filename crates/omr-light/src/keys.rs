@@ -253,6 +253,19 @@ impl DetectionKey {
         Ok(DetectionKey { params: p, c })
     }
 
+    /// Check that `bytes` is a key as [`from_bytes`](Self::from_bytes) does, without decoding
+    /// it into memory (what a server does when it only stores the key): its parameter set.
+    pub fn check_bytes(bytes: &[u8]) -> Result<&'static LightParams, OmrError> {
+        let limit = crate::params::OMR_LIGHT_V1.detection_key_bytes();
+        let (mut r, p) = open(bytes, Kind::DetectionKey, limit)?;
+        let mut values = r.packed_iter(p.n * p.batch, p.q_bits())?;
+        if let Some(i) = values.position(|v| v >= p.q) {
+            return Err(r.err(format!("residue {i} is not below the modulus")));
+        }
+        r.finish()?;
+        Ok(p)
+    }
+
     /// The key in the kernel's layout.
     pub fn expand(&self) -> ExpandedKey {
         ExpandedKey {

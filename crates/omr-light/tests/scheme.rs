@@ -243,6 +243,24 @@ fn every_encoding_round_trips_and_the_other_scheme_refuses_it() {
     let encoded = dk.to_bytes();
     assert_eq!(encoded.len(), P.detection_key_bytes());
     assert_eq!(omr_light::DetectionKey::from_bytes(&encoded).unwrap(), dk);
+    // The check a server makes without decoding agrees with decoding: the key, a residue at
+    // or above Q (the first one, all ones), a key cut short, a byte more.
+    let check = omr_light::DetectionKey::check_bytes;
+    assert_eq!(check(&encoded).unwrap().name, P.name);
+    let header = encoded.len() - (P.n * P.batch * P.q_bits() as usize).div_ceil(8);
+    let mut above = encoded.clone();
+    above[header..header + 8].fill(0xff);
+    for bad in [
+        &above[..],
+        &encoded[..encoded.len() - 1],
+        &[&encoded[..], &[0]].concat(),
+    ] {
+        let (checked, decoded) = (check(bad), omr_light::DetectionKey::from_bytes(bad));
+        assert_eq!(
+            checked.unwrap_err().to_string(),
+            decoded.unwrap_err().to_string()
+        );
+    }
 
     // A light clue is not a TFHE clue, and a TFHE clue names its set when refused here.
     assert!(omr_core::Clue::from_bytes(&bytes).is_err());

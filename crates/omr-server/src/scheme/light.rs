@@ -152,9 +152,9 @@ impl DetectionScheme for Light {
                 format!("{} bytes, at most {limit}", key.len()),
             ));
         }
-        let k = omr_light::DetectionKey::from_bytes(key)?;
+        let params = omr_light::DetectionKey::check_bytes(key)?;
         Ok(AcceptedKey {
-            param_set: k.params().name,
+            param_set: params.name,
             kbar: 1,
             digest_key: Vec::new(),
         })

@@ -100,6 +100,17 @@ pub fn detection_key() -> Decoder {
     .cases(3)
 }
 
+pub fn detection_key_check() -> Decoder {
+    // The server's check of an upload: the same bytes, nothing decoded into memory.
+    Decoder::new(
+        "light detection key, checked",
+        vec![light().detection_key.clone()],
+        DetectionKey::check_bytes,
+    )
+    .alloc(0.0, SLACK)
+    .cases(3)
+}
+
 /// The batch count after the header, and the first batch's message count.
 fn digest_fields(b: &[u8]) -> Vec<Field> {
     let mut f = vec![(6, 4)];

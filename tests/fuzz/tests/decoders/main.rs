@@ -50,6 +50,7 @@ fuzz! {
     light_address => light::address(),
     light_secret_key => light::secret_key(),
     light_detection_key => light::detection_key(),
+    light_detection_key_check => light::detection_key_check(),
     light_digest => light::digest(),
     light_digest_decoded => light::digest_decoded(),
     // omrd: request bodies, the registration header, the expanded key files.
