@@ -113,10 +113,13 @@ fn light_stream_bench_runs() {
 
 #[test]
 fn plan_bench_runs() {
-    // Fifty stand-in keys, three plans: the worker holds them all and its plans are timed.
+    // Fifty stand-in keys, three plans idle and three with every key waiting: the worker holds
+    // them all and its plans are timed.
     let r = run("plan_bench", &["50", "3"]);
     assert_eq!(r["keys"], 50, "{r}");
-    assert_eq!(r["worker_plan"]["keys_leased"], 50.0, "{r}");
     positive(&r, &["store_calls", "sum", "p50_ms"]);
-    positive(&r, &["worker_plan", "mean_ms"]);
+    for phase in ["idle", "every_key_waiting"] {
+        assert_eq!(r["worker_plan"][phase]["keys_leased"], 50.0, "{r}");
+        positive(&r, &["worker_plan", phase, "mean_ms"]);
+    }
 }
