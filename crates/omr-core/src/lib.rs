@@ -17,6 +17,7 @@
 //! `clue` -> `detect`, `message` -> `digest` (accumulator, digest, digest key) -> `decode`;
 //! `noise` and `security` analyse the scheme from above.
 
+mod bits;
 pub mod clue;
 pub mod codec;
 pub mod decode;

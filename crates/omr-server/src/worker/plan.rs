@@ -1,0 +1,207 @@
+//! Planning a turn: this worker's keys with their cursors and who is online, and the board head,
+//! read so that a turn's planning costs the same at any number of keys (docs/SERVICE.md,
+//! "Planning does not grow with the keys"); and the metrics of what it holds and what waits.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use omr_store::ActiveKey;
+
+use super::schedule::KeyView;
+use super::Worker;
+use crate::scheme::DetectionScheme;
+
+/// How long the worker plans from its last look at who is online before it looks again: how
+/// stale its view of presence may be (written by whichever process serves the recipient). The
+/// look reads only the keys seen within `online_secs`; the whole list of keys is read again
+/// when the leases are renewed (a third of `lease_secs`, or at once after this process
+/// registered or deleted a key), which is also when keys registered elsewhere are leased.
+const LIST_EVERY: Duration = Duration::from_secs(1);
+
+/// This worker's keys as last listed from the store, and when; the views of them that each
+/// plan brings up to date in place.
+pub(super) struct Listed {
+    at: Instant,
+    keys: Arc<Vec<ActiveKey>>,
+    /// Where each key is in `keys` (and `views`).
+    index: Arc<HashMap<String, usize>>,
+    online: Arc<HashSet<String>>,
+    views: Arc<Vec<KeyView>>,
+}
+
+/// This worker's keys as one turn's decision sees them (shared with the listing it comes
+/// from: a plan copies nothing per key).
+pub(super) struct Plan {
+    pub(super) head: u64,
+    pub(super) keys: Arc<Vec<ActiveKey>>,
+    pub(super) index: Arc<HashMap<String, usize>>,
+    pub(super) views: Arc<Vec<KeyView>>,
+    /// Keys of online recipients (pinned in memory).
+    pub(super) online: Arc<HashSet<String>>,
+}
+
+impl Plan {
+    /// The key `key_id` of this plan, found without a scan.
+    pub(super) fn key(&self, key_id: &str) -> Option<&ActiveKey> {
+        self.index.get(key_id).map(|&i| &self.keys[i])
+    }
+}
+
+impl<S: DetectionScheme> Worker<S> {
+    /// Plan a turn: the board head, and this worker's keys with their cursors and who is
+    /// online; `None` (logged) when the store fails. What does not change from turn to turn is
+    /// not read every turn: the leases are renewed, and the keys listed from the store, when a
+    /// third of the lease went by, or at once after this process registered or deleted a key
+    /// (their cursors meanwhile are the cache's, which sees every commit this worker makes);
+    /// who is online is read every [`LIST_EVERY`], from the keys seen lately alone. So a turn's
+    /// planning reads one row, and a second the recently seen keys, at any number of keys.
+    pub(super) async fn plan(&mut self) -> Option<Plan> {
+        let changed = self.state.roster.take();
+        let renew = changed || self.leases.due();
+        if renew {
+            if let Err(e) = self.leases.renew(&self.state).await {
+                tracing::error!(error = %e, "renewing leases failed; retrying");
+                self.state.roster.changed(); // list again once it succeeds
+                return None;
+            }
+        }
+        let stale = (self.listed.as_ref()).is_none_or(|l| l.at.elapsed() >= LIST_EVERY);
+        let relist = renew || self.listed.is_none();
+        if !relist && stale {
+            if let Err(e) = self.look_who_is_online().await {
+                tracing::error!(error = %e, "reading who is online failed; retrying");
+                return None;
+            }
+        }
+        if relist {
+            let keys = match self.state.store.active_keys().await {
+                Ok(all) => (all.into_iter())
+                    .filter(|k| self.leases.holds(&k.key_id))
+                    .collect::<Vec<_>>(),
+                Err(e) => {
+                    tracing::error!(error = %e, "listing keys failed; retrying");
+                    return None;
+                }
+            };
+            self.cache.retain_only(&keys);
+            self.listed = Some(self.listing(keys));
+        }
+        let head = match self.state.store.board_head().await {
+            Ok(head) => head,
+            Err(e) => {
+                tracing::error!(error = %e, "reading the board head failed; retrying");
+                return None;
+            }
+        };
+        let batch = self.scheme.detection().batch();
+        let reach = [
+            self.reach(head, false).min(head),
+            self.reach(head, true).min(head),
+        ];
+        let listed = self.listed.as_mut().expect("listed above");
+        let cache = &self.cache;
+        for (v, k) in Arc::make_mut(&mut listed.views)
+            .iter_mut()
+            .zip(listed.keys.iter())
+        {
+            v.cursor = cache.cursor(&k.key_id).unwrap_or(k.cursor).max(k.cursor);
+            v.batch = batch.map_or(0, |d| v.cursor / d);
+            v.head = reach[usize::from(v.online)];
+            v.cached = cache.contains(&k.key_id);
+        }
+        let plan = Plan {
+            head,
+            keys: listed.keys.clone(),
+            index: listed.index.clone(),
+            views: listed.views.clone(),
+            online: listed.online.clone(),
+        };
+        self.queue.observe(&plan.views, head, Instant::now());
+        if relist || stale {
+            self.report(&plan);
+        }
+        Some(plan)
+    }
+
+    /// Between listings: which of the listed keys are online now, from the keys seen within
+    /// `online_secs` (a few rows, at any number of keys) and those online at the last look.
+    async fn look_who_is_online(&mut self) -> Result<(), omr_store::StoreError> {
+        let config = &self.state.config;
+        let now_ms = crate::presence::now_ms();
+        let window = i64::try_from(config.online_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let seen = (self.state.store)
+            .seen_since(now_ms.saturating_sub(window))
+            .await?;
+        let listed = self.listed.as_mut().expect("looked after a listing");
+        let keys = Arc::make_mut(&mut listed.keys);
+        for (key_id, at) in &seen {
+            if let Some(&i) = listed.index.get(key_id) {
+                let k = &mut keys[i];
+                k.last_seen_ms = Some(k.last_seen_ms.map_or(*at, |t| t.max(*at)));
+            }
+        }
+        let was = listed.online.iter().map(String::as_str);
+        let candidates = was.chain(seen.iter().map(|(id, _)| id.as_str()));
+        let online: HashSet<String> = (candidates.filter_map(|id| listed.index.get(id)))
+            .map(|&i| &keys[i])
+            .filter(|k| crate::presence::is_online(config, k, now_ms))
+            .map(|k| k.key_id.clone())
+            .collect();
+        let views = Arc::make_mut(&mut listed.views);
+        for id in listed.online.iter().chain(online.iter()) {
+            if let Some(&i) = listed.index.get(id) {
+                views[i].online = online.contains(id);
+            }
+        }
+        listed.online = Arc::new(online);
+        listed.at = Instant::now();
+        Ok(())
+    }
+
+    /// `keys` just listed, who of them is online now, and their views (brought up to date by
+    /// each plan).
+    fn listing(&self, keys: Vec<ActiveKey>) -> Listed {
+        let now_ms = crate::presence::now_ms();
+        let online: HashSet<String> = (keys.iter())
+            .filter(|k| crate::presence::is_online(&self.state.config, k, now_ms))
+            .map(|k| k.key_id.clone())
+            .collect();
+        let views = (keys.iter())
+            .map(|k| KeyView {
+                key_id: k.key_id.clone(),
+                cursor: k.cursor,
+                online: online.contains(&k.key_id),
+                cached: false,
+                head: 0,
+                batch: 0,
+            })
+            .collect();
+        let index = (keys.iter().enumerate())
+            .map(|(i, k)| (k.key_id.clone(), i))
+            .collect();
+        Listed {
+            at: Instant::now(),
+            index: Arc::new(index),
+            keys: Arc::new(keys),
+            online: Arc::new(online),
+            views: Arc::new(views),
+        }
+    }
+
+    /// Per-key lag of this worker's keys, and what it holds and what waits.
+    fn report(&self, plan: &Plan) {
+        let m = &self.state.metrics.detection;
+        m.key_lag.reset();
+        for v in plan.views.iter() {
+            m.key_lag
+                .with_label_values(&[v.key_id.as_str()])
+                .set(plan.head.saturating_sub(v.cursor) as i64);
+        }
+        let waiting = plan.views.iter().filter(|v| v.cursor < plan.head).count();
+        m.keys_waiting.set(waiting as i64);
+        m.keys_online.set(plan.online.len() as i64);
+        m.keys_loaded.set(self.cache.len() as i64);
+        m.key_memory_bytes.set(self.cache.used_bytes() as i64);
+    }
+}
