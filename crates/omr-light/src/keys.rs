@@ -258,10 +258,8 @@ impl DetectionKey {
     pub fn check_bytes(bytes: &[u8]) -> Result<&'static LightParams, OmrError> {
         let limit = crate::params::OMR_LIGHT_V1.detection_key_bytes();
         let (mut r, p) = open(bytes, Kind::DetectionKey, limit)?;
-        let mut values = r.packed_iter(p.n * p.batch, p.q_bits())?;
-        if let Some(i) = values.position(|v| v >= p.q) {
-            return Err(r.err(format!("residue {i} is not below the modulus")));
-        }
+        let values = r.packed_iter(p.n * p.batch, p.q_bits())?;
+        below_modulus(&r, values, p)?;
         r.finish()?;
         Ok(p)
     }
@@ -344,10 +342,20 @@ pub(crate) fn read_residues(
     p: &LightParams,
 ) -> Result<Vec<u64>, OmrError> {
     let values = r.packed(count, p.q_bits())?;
-    if let Some(i) = values.iter().position(|&v| v >= p.q) {
-        return Err(r.err(format!("residue {i} is not below the modulus")));
-    }
+    below_modulus(r, values.iter().copied(), p)?;
     Ok(values)
+}
+
+/// Refuse the first of `values` (read by `r`) that is not a residue below Q.
+fn below_modulus(
+    r: &Reader<'_>,
+    mut values: impl Iterator<Item = u64>,
+    p: &LightParams,
+) -> Result<(), OmrError> {
+    match values.position(|v| v >= p.q) {
+        Some(i) => Err(r.err(format!("residue {i} is not below the modulus"))),
+        None => Ok(()),
+    }
 }
 
 /// Rows of `width` residues (row-major, `rows` of them) into blocks of [`LANES`] columns.

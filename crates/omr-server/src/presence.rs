@@ -87,10 +87,15 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// How long after it was last seen a recipient stays online: `online_secs`, in milliseconds.
+pub fn online_window_ms(config: &Config) -> i64 {
+    i64::try_from(config.online_secs.saturating_mul(1000)).unwrap_or(i64::MAX)
+}
+
 /// Whether `key`'s recipient is online at `now_ms`: seen within `online_secs` (never, when
 /// `online_secs` is 0). For the scheduler, on what `Store::active_keys` returned.
 pub fn is_online(config: &Config, key: &ActiveKey, now_ms: i64) -> bool {
-    let window = i64::try_from(config.online_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let window = online_window_ms(config);
     key.last_seen_ms
         .is_some_and(|seen| window > 0 && now_ms.saturating_sub(seen) <= window)
 }

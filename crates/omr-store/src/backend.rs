@@ -98,6 +98,19 @@ impl DerefMut for WriteTx<'_> {
     }
 }
 
+/// `rows` tuples of `columns` numbered placeholders, `($1, $2), ($3, $4), …`: a multi-row
+/// VALUES list both PostgreSQL and SQLite accept (QueryBuilder on the Any driver would emit `?`,
+/// which PostgreSQL rejects). Bind the rows' values in order.
+pub(crate) fn numbered_rows(rows: usize, columns: usize) -> String {
+    let row = |r: usize| {
+        let cells: Vec<String> = (1..=columns)
+            .map(|c| format!("${}", r * columns + c))
+            .collect();
+        format!("({})", cells.join(", "))
+    };
+    (0..rows).map(row).collect::<Vec<_>>().join(", ")
+}
+
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -207,5 +220,15 @@ impl Store {
             Backend::Sqlite => Some(self.sqlite_writer.lock().await),
             Backend::Postgres => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbered_rows_number_every_cell_row_by_row() {
+        assert_eq!(super::numbered_rows(1, 2), "($1, $2)");
+        assert_eq!(super::numbered_rows(2, 3), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(super::numbered_rows(0, 4), "");
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use sqlx::Row;
 
-use crate::backend::{now_ms, to_u64};
+use crate::backend::{now_ms, numbered_rows, to_u64};
 use crate::notify::BOARD_CHANNEL;
 use crate::{Store, StoreError};
 
@@ -151,21 +151,14 @@ impl Store {
             .await?;
         let received = now_ms();
         for chunk in accepted.chunks(INSERT_ROWS) {
-            // Numbered placeholders: both PostgreSQL and SQLite accept $N (QueryBuilder on the
-            // Any driver would emit `?`, which PostgreSQL rejects).
-            let mut board =
-                String::from("INSERT INTO board (idx, clue, payload, received_ms) VALUES ");
-            let mut fingerprints =
-                String::from("INSERT INTO board_fingerprints (fingerprint, idx) VALUES ");
-            for k in 0..chunk.len() {
-                if k > 0 {
-                    board.push_str(", ");
-                    fingerprints.push_str(", ");
-                }
-                let b = 4 * k;
-                board.push_str(&format!("(${}, ${}, ${}, ${})", b + 1, b + 2, b + 3, b + 4));
-                fingerprints.push_str(&format!("(${}, ${})", 2 * k + 1, 2 * k + 2));
-            }
+            let board = format!(
+                "INSERT INTO board (idx, clue, payload, received_ms) VALUES {}",
+                numbered_rows(chunk.len(), 4)
+            );
+            let fingerprints = format!(
+                "INSERT INTO board_fingerprints (fingerprint, idx) VALUES {}",
+                numbered_rows(chunk.len(), 2)
+            );
             let mut q = sqlx::query(&board);
             let mut f = sqlx::query(&fingerprints);
             for (index, m, print) in chunk {

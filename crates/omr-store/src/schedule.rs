@@ -4,7 +4,7 @@
 
 use sqlx::Row;
 
-use crate::backend::now_ms;
+use crate::backend::{now_ms, numbered_rows};
 use crate::{Store, StoreError};
 
 /// One key's published schedule.
@@ -35,28 +35,15 @@ impl Store {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
         for chunk in rows.chunks(SCHEDULE_ROWS) {
-            // One statement a chunk: numbered placeholders, which both PostgreSQL and SQLite
-            // accept; the join skips keys deleted meanwhile (and gives SQLite's upsert the WHERE
-            // its parser needs after a SELECT).
-            let mut sql = String::from(
+            // One statement a chunk; the join skips keys deleted meanwhile (and gives SQLite's
+            // upsert the WHERE its parser needs after a SELECT).
+            let sql = format!(
                 "INSERT INTO key_schedule (key_id, state, eta_ms, updated_ms) \
-                 SELECT v.column1, v.column2, v.column3, v.column4 FROM (VALUES ",
-            );
-            for k in 0..chunk.len() {
-                let b = 4 * k;
-                let sep = if k > 0 { ", " } else { "" };
-                sql.push_str(&format!(
-                    "{sep}(${}, ${}, ${}, ${})",
-                    b + 1,
-                    b + 2,
-                    b + 3,
-                    b + 4
-                ));
-            }
-            sql.push_str(
-                ") AS v WHERE v.column1 IN (SELECT key_id FROM detection_keys) \
+                 SELECT v.column1, v.column2, v.column3, v.column4 FROM (VALUES {}) AS v \
+                 WHERE v.column1 IN (SELECT key_id FROM detection_keys) \
                  ON CONFLICT (key_id) DO UPDATE SET state = excluded.state, \
                  eta_ms = excluded.eta_ms, updated_ms = excluded.updated_ms",
+                numbered_rows(chunk.len(), 4)
             );
             let mut q = sqlx::query(&sql);
             for (key_id, state, eta) in chunk {

@@ -129,7 +129,7 @@ impl<S: DetectionScheme> Worker<S> {
     async fn look_who_is_online(&mut self) -> Result<(), omr_store::StoreError> {
         let config = &self.state.config;
         let now_ms = crate::presence::now_ms();
-        let window = i64::try_from(config.online_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let window = crate::presence::online_window_ms(config);
         let seen = (self.state.store)
             .seen_since(now_ms.saturating_sub(window))
             .await?;

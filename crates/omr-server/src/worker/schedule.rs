@@ -192,8 +192,8 @@ impl Queue {
         let mut until: Option<Instant> = None;
         let mut best: Option<(Rank<'_>, &KeyView, Lane)> = None;
         for k in keys.iter().filter(|k| k.behind(head) > 0) {
-            let since = self.waiting_since.get(&k.key_id).copied();
-            let waited = since.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+            let rank = self.rank(k);
+            let waited = (rank.2).map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
             let lane = if k.online || k.cached || policy.room || k.behind(head) >= policy.min_batch
             {
                 Lane::of(k.online)
@@ -204,7 +204,6 @@ impl Queue {
                 until = Some(until.map_or(due, |u| u.min(due)));
                 continue;
             };
-            let rank = (!k.online, k.batch, since, k.key_id.as_str());
             if best.as_ref().is_none_or(|(b, ..)| rank < *b) {
                 best = Some((rank, k, lane));
             }
