@@ -115,6 +115,12 @@ pub struct Config {
     /// this long (plus the rebuild) after its post, and a busy board costs at most one rebuild
     /// per interval however many recipients ask (default 1000; at least 50).
     pub light_fetch_open_rebuild_ms: u64 = 1000,
+    /// How long, in milliseconds, a board read near the head may be answered from the tail
+    /// this process keeps in memory (its newest 1,024 messages) instead of the store. Posts
+    /// through this process show at once whatever the bound; a post committed by another
+    /// process on the same store shows within it. 0: every read goes to the store (default
+    /// 100).
+    pub board_read_cache_ms: u64 = 100,
     /// Most messages the group-commit writer puts in one transaction.
     pub max_commit_messages: usize = 4096,
     /// Seconds to wait for in-flight work at shutdown.

@@ -29,6 +29,9 @@ pub struct Metrics {
     pub commit_messages: Histogram,
     /// Board head after the last commit.
     pub board_head: IntGauge,
+    /// Board reads (`GET /v1/messages`), by where they were answered from (`memory`: the tail
+    /// this process keeps; `store`).
+    pub board_reads: IntCounterVec,
     /// Key registrations, by outcome.
     pub registrations: IntCounterVec,
     /// HTTP request latency by route.
@@ -107,6 +110,14 @@ impl Metrics {
         .expect("metric");
         let board_head =
             IntGauge::new("board_head", "Next board index to be assigned").expect("metric");
+        let board_reads = IntCounterVec::new(
+            Opts::new(
+                "board_reads_total",
+                "Board reads, by where they were answered from (memory: this process's tail of the board; store)",
+            ),
+            &["source"],
+        )
+        .expect("metric");
         let registrations = IntCounterVec::new(
             Opts::new(
                 "key_registrations_total",
@@ -204,6 +215,7 @@ impl Metrics {
             Box::new(commit_seconds.clone()),
             Box::new(commit_messages.clone()),
             Box::new(board_head.clone()),
+            Box::new(board_reads.clone()),
             Box::new(registrations.clone()),
             Box::new(http_seconds.clone()),
         ] {
@@ -260,6 +272,7 @@ impl Metrics {
             commit_seconds,
             commit_messages,
             board_head,
+            board_reads,
             registrations,
             http_seconds,
             detections,

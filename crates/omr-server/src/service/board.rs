@@ -1,9 +1,11 @@
 //! The public board: a decoded message is checked against the server's [`Rules`] (parameter
 //! set, payload, attachment, postage: [`check_message`]) before anything is queued; good ones go
 //! to the group commit and are counted once committed ([`post`]); a refused one is counted by its
-//! error code ([`rejected`]); [`read`] is a page of the board from an index.
+//! error code ([`rejected`]); [`read`] is a page of the board from an index (near the head, from
+//! the tail this process keeps in memory: `tail.rs`).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -12,6 +14,7 @@ use omr_api::ErrorCode;
 use omr_store::{Appended, NewMessage, StoredMessage};
 
 use super::ingest::IngestError;
+use super::tail::TAIL_MESSAGES;
 use super::Service;
 use crate::error::ServiceError;
 use crate::set::Set;
@@ -204,6 +207,13 @@ pub async fn read(svc: &Service, page: Page) -> Result<BoardPage, ServiceError> 
         limit,
         attachments,
     } = page;
+    if !attachments {
+        if let Some(page) = from_tail(svc, from, limit).await? {
+            svc.metrics.board_reads.with_label_values(&["memory"]).inc();
+            return Ok(page);
+        }
+    }
+    svc.metrics.board_reads.with_label_values(&["store"]).inc();
     let (head, mut rows) = (svc.store.read_page(from, limit).await)
         .map_err(|e| ServiceError::internal("reading the board", e))?;
     let mut attached: HashMap<u64, Vec<u8>> = HashMap::new();
@@ -238,7 +248,27 @@ pub async fn read(svc: &Service, page: Page) -> Result<BoardPage, ServiceError> 
     })
 }
 
-fn board_message(m: StoredMessage) -> BoardMessage {
+/// The page from the board's tail in memory, when `board_read_cache_ms` allows one and the tail
+/// holds `from`.
+async fn from_tail(
+    svc: &Service,
+    from: u64,
+    limit: u32,
+) -> Result<Option<BoardPage>, ServiceError> {
+    let max_age = Duration::from_millis(svc.config.board_read_cache_ms);
+    // A board that keeps fewer messages than the tail would: the tail keeps no more.
+    let keep = (svc.config.retain_messages).map_or(TAIL_MESSAGES, |r| {
+        TAIL_MESSAGES.min(usize::try_from(r).unwrap_or(usize::MAX))
+    });
+    if max_age.is_zero() || keep == 0 {
+        return Ok(None);
+    }
+    let bounds = (svc.ingestor.commits(), max_age, keep);
+    (svc.board_tail.page(&svc.store, bounds, from, limit).await)
+        .map_err(|e| ServiceError::internal("reading the board", e))
+}
+
+pub(super) fn board_message(m: StoredMessage) -> BoardMessage {
     BoardMessage {
         index: m.index,
         clue: B64.encode(&m.clue),

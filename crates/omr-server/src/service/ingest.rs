@@ -2,6 +2,7 @@
 //! waiting in one transaction and answers each submitter with its indices only after the commit.
 //! Durability (fsync per commit) then costs one flush per group, not per message.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,6 +33,9 @@ pub enum IngestError {
 #[derive(Debug, Clone)]
 pub struct Ingestor {
     tx: mpsc::Sender<Job>,
+    /// Group commits tried so far (counted before their submitters hear back), so that a
+    /// reader of the board knows its copy of the tail may be missing something.
+    commits: Arc<AtomicU64>,
 }
 
 impl Ingestor {
@@ -44,8 +48,22 @@ impl Ingestor {
         notify: Arc<Notify>,
     ) -> (Ingestor, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel::<Job>(4096);
-        let handle = tokio::spawn(writer(store, metrics, rx, max_commit_messages, notify));
-        (Ingestor { tx }, handle)
+        let commits = Arc::new(AtomicU64::new(0));
+        let writer = Writer {
+            store,
+            metrics,
+            max: max_commit_messages,
+            notify,
+            commits: commits.clone(),
+        };
+        let handle = tokio::spawn(writer.run(rx));
+        (Ingestor { tx, commits }, handle)
+    }
+
+    /// Group commits tried so far. Every message acknowledged to a submitter was committed
+    /// before this count moved past the value it had when the submission was made.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Acquire)
     }
 
     /// Append `messages` (all or nothing); once committed, the first index, or why nothing
@@ -64,38 +82,47 @@ impl Ingestor {
     }
 }
 
-async fn writer(
+/// The writer task's side.
+struct Writer {
     store: Store,
     metrics: Metrics,
-    mut rx: mpsc::Receiver<Job>,
+    /// Most messages per transaction.
     max: usize,
+    /// Woken after each commit (the detection worker).
     notify: Arc<Notify>,
-) {
-    let mut jobs: Vec<Job> = Vec::new();
-    while let Some(job) = rx.recv().await {
-        jobs.push(job);
-        let mut count = jobs[0].messages.len();
-        while count < max {
-            match rx.try_recv() {
-                Ok(job) => {
-                    count += job.messages.len();
-                    jobs.push(job);
-                }
-                Err(_) => break,
-            }
-        }
-        commit(&store, &metrics, &mut jobs).await;
-        // A stored permit if the worker is busy: it looks again when it is done.
-        notify.notify_one();
-    }
-    tracing::debug!("group-commit writer stopped");
+    commits: Arc<AtomicU64>,
 }
 
-async fn commit(store: &Store, metrics: &Metrics, jobs: &mut Vec<Job>) {
+impl Writer {
+    async fn run(self, mut rx: mpsc::Receiver<Job>) {
+        let mut jobs: Vec<Job> = Vec::new();
+        while let Some(job) = rx.recv().await {
+            jobs.push(job);
+            let mut count = jobs[0].messages.len();
+            while count < self.max {
+                match rx.try_recv() {
+                    Ok(job) => {
+                        count += job.messages.len();
+                        jobs.push(job);
+                    }
+                    Err(_) => break,
+                }
+            }
+            commit(&self.store, &self.metrics, &mut jobs, &self.commits).await;
+            // A stored permit if the worker is busy: it looks again when it is done.
+            self.notify.notify_one();
+        }
+        tracing::debug!("group-commit writer stopped");
+    }
+}
+
+async fn commit(store: &Store, metrics: &Metrics, jobs: &mut Vec<Job>, commits: &AtomicU64) {
     let groups: Vec<&[NewMessage]> = jobs.iter().map(|j| j.messages.as_slice()).collect();
     let count: usize = groups.iter().map(|g| g.len()).sum();
     let started = Instant::now();
     let result = store.append_groups(&groups).await;
+    // Before anyone hears of it: a board read after an acknowledgement sees the count moved.
+    commits.fetch_add(1, Ordering::Release);
     metrics
         .commit_seconds
         .observe(started.elapsed().as_secs_f64());

@@ -24,6 +24,7 @@ pub mod params;
 pub mod pir;
 pub mod registry;
 pub mod status;
+pub mod tail;
 
 use std::sync::Arc;
 
@@ -61,6 +62,8 @@ pub struct Service {
     pub digests: digests::DigestCache,
     /// omr-light-v1's payload fetch snapshots.
     pub fetch: fetch::Snapshots,
+    /// The board's newest messages, for readers near the head.
+    pub board_tail: tail::BoardTail,
 }
 
 impl Service {
@@ -80,6 +83,7 @@ impl Service {
             pir: pir::PirEpochs::new(config.pir_cached_epochs),
             digests: Default::default(),
             fetch: Default::default(),
+            board_tail: Default::default(),
             config,
             set,
             store,

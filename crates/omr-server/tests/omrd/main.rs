@@ -2,6 +2,7 @@
 //! module), so that the heavy dependencies are linked once rather than once per file.
 
 mod binary;
+mod board_tail;
 mod connections;
 mod crash;
 mod examples;
