@@ -11,10 +11,10 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use omr_api::http::{BoardMessage, BoardPage};
 use omr_api::ErrorCode;
-use omr_store::{Appended, NewMessage, StoredMessage};
+use omr_store::{Appended, NewMessage};
 
 use super::ingest::IngestError;
-use super::tail::TAIL_MESSAGES;
+use super::tail::{board_message, TAIL_MESSAGES};
 use super::Service;
 use crate::error::ServiceError;
 use crate::set::Set;
@@ -266,14 +266,4 @@ async fn from_tail(
     let bounds = (svc.ingestor.commits(), max_age, keep);
     (svc.board_tail.page(&svc.store, bounds, from, limit).await)
         .map_err(|e| ServiceError::internal("reading the board", e))
-}
-
-pub(super) fn board_message(m: StoredMessage) -> BoardMessage {
-    BoardMessage {
-        index: m.index,
-        clue: B64.encode(&m.clue),
-        payload: B64.encode(&m.payload),
-        received_ms: m.received_ms,
-        attachment: None,
-    }
 }

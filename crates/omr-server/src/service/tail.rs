@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use omr_api::http::{BoardMessage, BoardPage};
 use omr_store::{Store, StoreError};
 
-use super::board::board_message;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use omr_store::StoredMessage;
 
 /// Messages the tail keeps at most: four times the SDK's default tail read (256), so that a
 /// recipient a few polls behind is still answered from memory; ≈ 4 MiB on omr-light-v1.
@@ -120,5 +122,16 @@ impl Tail {
         self.read = true;
         self.complete = (self.end >= head).then_some((started, commits));
         Ok(())
+    }
+}
+
+/// A stored message as a board read serves it.
+pub(super) fn board_message(m: StoredMessage) -> BoardMessage {
+    BoardMessage {
+        index: m.index,
+        clue: B64.encode(&m.clue),
+        payload: B64.encode(&m.payload),
+        received_ms: m.received_ms,
+        attachment: None,
     }
 }
