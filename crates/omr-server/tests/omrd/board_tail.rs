@@ -38,6 +38,18 @@ async fn store_page(store: &Store, from: u64, limit: u32) -> (Vec<u64>, u64, u64
     (indices, next, head)
 }
 
+/// The tail's page from `from` (at most 100 messages) as (indices, next, head); `None` when it
+/// sends the reader to the store.
+async fn served(
+    tail: &BoardTail,
+    store: &Store,
+    bounds: (u64, Duration, usize),
+    from: u64,
+) -> Option<(Vec<u64>, u64, u64)> {
+    let page = tail.page(store, bounds, from, 100).await.unwrap()?;
+    Some((indices(&page), page.next, page.head))
+}
+
 async fn tail_pages_are_the_stores(db: &TestDb) {
     let store = db.store();
     let tail = BoardTail::default();
@@ -87,37 +99,29 @@ async fn commits_show_at_once_others_within_the_bound(db: &TestDb) {
     let store = db.store();
     let tail = BoardTail::default();
     append(store, 5).await;
-    let page = tail
-        .page(store, (0, HOUR, 1024), 0, 100)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((indices(&page), page.head), ((0..5).collect(), 5));
+    assert_eq!(
+        served(&tail, store, (0, HOUR, 1024), 0).await,
+        Some(((0..5).collect(), 5, 5))
+    );
 
     // Another process posts: within the bound, with no commit of this process since, the tail
     // answers as it was read (a consistent page, the head it saw).
     append(store, 1).await;
-    let page = tail
-        .page(store, (0, HOUR, 1024), 3, 100)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((indices(&page), page.next, page.head), (vec![3, 4], 5, 5));
+    assert_eq!(
+        served(&tail, store, (0, HOUR, 1024), 3).await,
+        Some((vec![3, 4], 5, 5))
+    );
     // A commit of this process: read again, so a post acknowledged here is never missed.
-    let page = tail
-        .page(store, (1, HOUR, 1024), 3, 100)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((indices(&page), page.head), (vec![3, 4, 5], 6));
+    assert_eq!(
+        served(&tail, store, (1, HOUR, 1024), 3).await,
+        Some((vec![3, 4, 5], 6, 6))
+    );
     // Past the bound: read again.
     append(store, 2).await;
-    let page = tail
-        .page(store, (1, Duration::ZERO, 1024), 5, 100)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((indices(&page), page.head), (vec![5, 6, 7], 8));
+    assert_eq!(
+        served(&tail, store, (1, Duration::ZERO, 1024), 5).await,
+        Some((vec![5, 6, 7], 8, 8))
+    );
 }
 
 async fn a_burst_larger_than_the_tail_leaves_the_newest(db: &TestDb) {
@@ -125,36 +129,24 @@ async fn a_burst_larger_than_the_tail_leaves_the_newest(db: &TestDb) {
     let tail = BoardTail::default();
     let keep = 8;
     append(store, 3).await;
-    let page = tail
-        .page(store, (0, HOUR, keep), 0, 100)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(indices(&page), vec![0, 1, 2]);
+    assert_eq!(
+        served(&tail, store, (0, HOUR, keep), 0).await,
+        Some((vec![0, 1, 2], 3, 3))
+    );
     append(store, 30).await;
     // A reader at 3 is now behind the tail (25..33): the store answers it.
+    assert_eq!(served(&tail, store, (1, HOUR, keep), 3).await, None);
     assert_eq!(
-        tail.page(store, (1, HOUR, keep), 3, 100).await.unwrap(),
-        None
+        served(&tail, store, (1, HOUR, keep), 25).await,
+        Some(((25..33).collect(), 33, 33))
     );
-    let page = tail
-        .page(store, (1, HOUR, keep), 25, 100)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((indices(&page), page.head), ((25..33).collect(), 33));
     // And it keeps moving on, one read per commit.
     append(store, 4).await;
-    let page = tail
-        .page(store, (2, HOUR, keep), 30, 100)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!((indices(&page), page.head), ((30..37).collect(), 37));
     assert_eq!(
-        tail.page(store, (2, HOUR, keep), 28, 100).await.unwrap(),
-        None
+        served(&tail, store, (2, HOUR, keep), 30).await,
+        Some(((30..37).collect(), 37, 37))
     );
+    assert_eq!(served(&tail, store, (2, HOUR, keep), 28).await, None);
 }
 
 test_each_backend!(
