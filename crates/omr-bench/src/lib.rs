@@ -11,6 +11,7 @@ use rayon::prelude::*;
 
 use omr_core::{keygen, Clue, FoldScratch, OmrError, ParamSet, Pertinency, StageTimes};
 
+mod cuda;
 pub mod light;
 mod yardstick;
 

@@ -22,6 +22,17 @@ pub struct LightOptions {
     pub group: usize,
     /// Messages for each registered key (spread over the batch).
     pub pertinent: usize,
+    /// Where the keys' passes run.
+    pub device: Device,
+}
+
+/// Where a benchmark runs the keys' passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    /// The CPU, `threads` threads.
+    Cpu,
+    /// CUDA device 0, every key resident (omr-light-cuda).
+    Cuda,
 }
 
 impl LightOptions {
@@ -33,6 +44,7 @@ impl LightOptions {
             keys: 8,
             group: 8,
             pertinent: 16,
+            device: Device::Cpu,
         }
     }
 }
@@ -72,22 +84,31 @@ pub fn run(
         .build()
         .map_err(|e| e.to_string())?;
 
-    // Keys: generation timed on one thread.
-    let mut secrets = Vec::with_capacity(o.keys);
-    let mut keys: Vec<ExpandedKey> = Vec::with_capacity(o.keys);
+    // Keys: the first one's generation timed on one thread, the rest made on every core (512
+    // keys one after another would take over a minute).
+    progress(LightPhase::Keygen, 0, o.keys as u64);
     let started = Instant::now();
-    let mut first_key = None;
-    for i in 0..o.keys {
-        progress(LightPhase::Keygen, i as u64, o.keys as u64);
-        let sk = SecretKey::generate(p);
-        let dk = sk.detection_key();
-        keys.push(dk.expand());
-        first_key.get_or_insert(dk);
-        secrets.push(sk);
-    }
-    let keygen_ms = started.elapsed().as_secs_f64() * 1e3 / o.keys as f64;
+    let first = SecretKey::generate(p);
+    let first_detection = first.detection_key();
+    let keygen_ms = started.elapsed().as_secs_f64() * 1e3;
     // Encoded after the timing, from the key generated above (not a second keygen).
-    let key_bytes = first_key.map_or(0, |k| k.to_bytes().len());
+    let key_bytes = first_detection.to_bytes().len();
+    let made = std::sync::atomic::AtomicU64::new(1);
+    let (secrets, keys): (Vec<SecretKey>, Vec<ExpandedKey>) = std::iter::once(first)
+        .map(|sk| (sk, first_detection.expand()))
+        .chain(
+            (1..o.keys)
+                .into_par_iter()
+                .map(|_| {
+                    let sk = SecretKey::generate(p);
+                    let key = sk.detection_key().expand();
+                    let done = made.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    progress(LightPhase::Keygen, done, o.keys as u64);
+                    (sk, key)
+                })
+                .collect::<Vec<_>>(),
+        )
+        .unzip();
 
     // Clues: key r owns slots r, r + keys, … (pertinent of them), strangers own the rest.
     progress(LightPhase::Clues, 0, 1);
@@ -115,23 +136,36 @@ pub fn run(
     let batch = Batch::prepare_reusing(p, &refs, batch);
     let shared_reused_s = started.elapsed().as_secs_f64();
 
-    // Every key's pass: groups of `group` keys, the groups spread over the threads.
     progress(LightPhase::Detect, 0, o.keys as u64);
-    let groups: Vec<&[ExpandedKey]> = keys.chunks(o.group).collect();
-    let started = Instant::now();
-    let halves: Vec<_> = pool.install(|| {
-        groups
-            .par_iter()
-            .flat_map_iter(|g| batch.detect_many(&g.iter().collect::<Vec<_>>()))
-            .collect()
-    });
-    let detect_s = started.elapsed().as_secs_f64();
     let pairs = (o.messages * o.keys) as f64;
-    let detect_core_us = detect_s * o.threads.max(1) as f64 * 1e6 / pairs;
-    // One key alone, for the price of a pass that shares nothing.
-    let started = Instant::now();
-    let _ = batch.detect(&keys[0]);
-    let single_us = started.elapsed().as_secs_f64() * 1e6 / o.messages as f64;
+    let (halves, detect_core_us, single_us, gpu) = match o.device {
+        Device::Cpu => {
+            // Every key's pass: groups of `group` keys, the groups spread over the threads.
+            let groups: Vec<&[ExpandedKey]> = keys.chunks(o.group).collect();
+            let started = Instant::now();
+            let halves: Vec<_> = pool.install(|| {
+                groups
+                    .par_iter()
+                    .flat_map_iter(|g| batch.detect_many(&g.iter().collect::<Vec<_>>()))
+                    .collect()
+            });
+            let detect_s = started.elapsed().as_secs_f64();
+            // One key alone, for the price of a pass that shares nothing.
+            let started = Instant::now();
+            let _ = batch.detect(&keys[0]);
+            let single_s = started.elapsed().as_secs_f64();
+            let core_us = detect_s * o.threads.max(1) as f64 * 1e6 / pairs;
+            (halves, core_us, single_s * 1e6 / o.messages as f64, None)
+        }
+        Device::Cuda => {
+            // Wall time of the whole pass (the card's, the copy back, the host's inverse
+            // NTTs on the pool): a GPU is one device, not `threads` cores.
+            let run = pool.install(|| crate::cuda::run(&batch, &keys))?;
+            let us = run.detect_s * 1e6 / pairs;
+            let single_us = run.single_s * 1e6 / o.messages as f64;
+            (run.halves, us, single_us, Some(run.report))
+        }
+    };
 
     // Digests through their encoding; decoding checked; the decode time for 2^16 messages.
     progress(LightPhase::Decode, 0, o.keys as u64);
@@ -176,8 +210,9 @@ pub fn run(
             })
         })
         .collect();
-    Ok(serde_json::json!({
+    let mut report = serde_json::json!({
         "param_set": p.name,
+        "device": if o.device == Device::Cuda { "cuda" } else { "cpu" },
         "threads": o.threads,
         "messages": o.messages,
         "keys": o.keys,
@@ -199,7 +234,16 @@ pub fn run(
         "keygen_ms": keygen_ms,
         "decode_ms_2p16": decode_ms_per_batch * (65_536.0 / p.batch as f64),
         "security": security,
-    }))
+    });
+    if let (Some(gpu), Some(fields)) = (gpu, report.as_object_mut()) {
+        fields.extend(
+            gpu.as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+    }
+    Ok(report)
 }
 
 /// log2 of the chance a recipient's own message fails the range check: ℓ coefficients, each

@@ -11,7 +11,7 @@
 
 use crate::clue::{centre, Clue};
 use crate::digest::{BatchDigest, SharedHalf};
-use crate::keys::{scatter, to_blocks, ExpandedKey, LANES};
+use crate::keys::{fresh_id, scatter, to_blocks, ExpandedKey, LANES};
 use crate::params::LightParams;
 use crate::ring::{lift, reduce128, sub, switch, Ntt};
 use crate::sample::crs_row;
@@ -28,6 +28,9 @@ pub struct Batch {
     /// Δ·b′_k per coefficient, mod Q (ℓ rows of D).
     scaled_b: Vec<u64>,
     shared: SharedHalf,
+    /// Unique in the process, never reused (a reusing preparation gets a new one): what a
+    /// device that holds the plaintexts knows them by.
+    id: u64,
 }
 
 impl std::fmt::Debug for Batch {
@@ -170,6 +173,7 @@ impl Batch {
             plaintexts,
             scaled_b,
             shared,
+            id: fresh_id(),
         }
     }
 
@@ -204,21 +208,51 @@ impl Batch {
             keys.iter().all(|k| k.params.id == p.id),
             "every key is of the batch's set"
         );
-        let (d, ell) = (p.batch, p.ell);
         let blocks: Vec<&[u64]> = keys.iter().map(|k| k.blocks.as_slice()).collect();
         products(p, &self.plaintexts, &blocks)
             .into_iter()
-            .map(|s| {
-                let mut values = Vec::with_capacity(ell * self.count);
-                for k in 0..ell {
-                    let c = &s[k * d..][..d];
-                    let b = &self.scaled_b[k * d..][..d];
-                    // c0 = Δ·b′ − Σ_j P_{k,j}·c_j; only the batch's coefficients are kept.
-                    values.extend((0..self.count).map(|i| switch(sub(b[i], c[i]), p.log_q0)));
-                }
-                BatchDigest::from_values(p, self.count, values)
-            })
+            .map(|s| self.digest_of(&s))
             .collect()
+    }
+
+    /// The shared plaintexts in the kernel's layout: block b of [`ExpandedKey::LANES`] NTT
+    /// positions holds rows E[0..n + ℓ − 1], and key j's products for output k read
+    /// E[j + ℓ − 1 − k]. For a device pass (omr-light-cuda).
+    pub fn plaintexts(&self) -> &[u64] {
+        &self.plaintexts
+    }
+
+    /// This preparation's number, unique in the process and never reused.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// A key's half of the digest from its products as a device computed them: `sums` holds
+    /// ℓ rows of D residues, row k at NTT position x being Σ_j E[j + ℓ − 1 − k][x] · c_j[x]
+    /// mod Q (what the CPU kernel computes before its inverse transforms). The rows are
+    /// transformed in place.
+    pub fn finish_products(&self, sums: &mut [u64]) -> BatchDigest {
+        let (d, ell) = (self.params.batch, self.params.ell);
+        assert_eq!(sums.len(), ell * d, "ℓ rows of D products");
+        let ntt = Ntt::of(d);
+        for row in sums.chunks_exact_mut(d) {
+            ntt.inv(row);
+        }
+        self.digest_of(sums)
+    }
+
+    /// The digest half from a key's products in coefficients (ℓ rows of D).
+    fn digest_of(&self, s: &[u64]) -> BatchDigest {
+        let p = self.params;
+        let (d, ell) = (p.batch, p.ell);
+        let mut values = Vec::with_capacity(ell * self.count);
+        for k in 0..ell {
+            let c = &s[k * d..][..d];
+            let b = &self.scaled_b[k * d..][..d];
+            // c0 = Δ·b′ − Σ_j P_{k,j}·c_j; only the batch's coefficients are kept.
+            values.extend((0..self.count).map(|i| switch(sub(b[i], c[i]), p.log_q0)));
+        }
+        BatchDigest::from_values(p, self.count, values)
     }
 }
 

@@ -79,6 +79,15 @@ impl std::fmt::Debug for DetectionKey {
 pub struct ExpandedKey {
     pub(crate) params: &'static LightParams,
     pub(crate) blocks: Vec<u64>,
+    /// Unique in the process (never reused): what a device that keeps keys resident knows
+    /// this one by. The words never change after construction.
+    id: u64,
+}
+
+/// A process-wide number never handed out before (keys and batches).
+pub(crate) fn fresh_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl std::fmt::Debug for ExpandedKey {
@@ -269,6 +278,7 @@ impl DetectionKey {
         ExpandedKey {
             params: self.params,
             blocks: to_blocks(&self.c, self.params.n, self.params.batch),
+            id: fresh_id(),
         }
     }
 }
@@ -276,6 +286,22 @@ impl DetectionKey {
 impl ExpandedKey {
     pub fn params(&self) -> &'static LightParams {
         self.params
+    }
+
+    /// The key in the kernel's layout: block b of [`LANES`](Self::LANES) NTT positions holds,
+    /// for every j < n, the lanes of polynomial j (n·D residues below Q). For a device pass
+    /// (omr-light-cuda), which must read exactly what the CPU kernel reads.
+    pub fn blocks(&self) -> &[u64] {
+        &self.blocks
+    }
+
+    /// Lanes of one block of [`blocks`](Self::blocks).
+    pub const LANES: usize = LANES;
+
+    /// This key's number, unique in the process and never reused: a device keeps a key
+    /// resident under it.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Bytes of memory it holds.
@@ -328,7 +354,11 @@ impl ExpandedKey {
         if let Some(i) = blocks.iter().position(|&v| v >= params.q) {
             return Err(bad(format!("word {i} is not below the modulus")));
         }
-        Ok(ExpandedKey { params, blocks })
+        Ok(ExpandedKey {
+            params,
+            blocks,
+            id: fresh_id(),
+        })
     }
 }
 

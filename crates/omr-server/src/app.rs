@@ -77,6 +77,8 @@ impl Application {
         let hangup = tls.as_ref().and_then(|_| Tls::listen_for_hangup());
         warn_if_open_to_the_network(&config);
         let metrics = Metrics::new();
+        // Before the store: `detect_device = "cuda"` without a usable GPU refuses to start.
+        let gpu = crate::scheme::GpuLane::resolve(&config, set, &metrics.device)?;
         let admission = Admission::new(&config, metrics.clone()).map_err(anyhow::Error::msg)?;
         let store = open_store(&config).await?;
         param_guard::refuse_other_param_sets(&store, set).await?;
@@ -104,7 +106,8 @@ impl Application {
         let worker_health = Arc::new(WorkerHealth::new(Duration::from_secs(
             config.lease_secs.max(1),
         )));
-        let service = Service::new(config, set, store, ingestor, metrics, progress);
+        let mut service = Service::new(config, set, store, ingestor, metrics, progress);
+        service.scheme = service.scheme.with_gpu(gpu);
         // The worker works by the same configuration and epoch rule as the service core.
         let worker = WorkerContext {
             config: service.config.clone(),

@@ -139,6 +139,17 @@ pub struct Config {
     /// machine's). A worker serves every key it leases however many fit: past the budget it
     /// time-shares them (see worker/schedule.rs).
     pub key_memory_bytes: u64 = 0,
+    /// Where omr-light-v1's per-key pass runs: `cpu` (default); `cuda`, an NVIDIA GPU (device
+    /// 0; omrd refuses to start without a usable one, or with a TFHE set); `auto`, the GPU when
+    /// one is found, else the CPU. The log and `omr_detect_device` say which detects. The CUDA
+    /// driver and NVRTC are loaded at run time: put libnvrtc's folder on LD_LIBRARY_PATH. A GPU
+    /// that fails while running sends detection to the CPU for good (nothing lost or doubled).
+    pub detect_device: DetectDevice = DetectDevice::Cpu,
+    /// Bytes of GPU memory for resident detection keys (32 MiB each for omr-light-v1). Keys past
+    /// it are time-shared: the least recently used are evicted and copied again when next
+    /// served (over PCIe, ≈ 1 ms a key). Unset: the card's free memory when omrd starts, less
+    /// 1 GiB (also the most it is clamped to).
+    pub gpu_key_memory_bytes: Option<u64> = None,
     /// Deprecated (use `key_memory_bytes`): when set, also caps how many expanded keys are kept.
     pub max_cached_keys: Option<usize> = None,
     /// The longest a waiting key that is not in memory is deferred to collect a batch worth its
@@ -221,6 +232,15 @@ pub struct Config {
 pub enum Registration {
     Open,
     Invite,
+}
+
+/// Where omr-light-v1's pass runs (`detect_device`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DetectDevice {
+    Cpu,
+    Cuda,
+    Auto,
 }
 
 /// What this process does.

@@ -7,10 +7,12 @@ use prometheus::{
 
 mod admission;
 mod detection;
+mod device;
 mod pir;
 
 pub use admission::AdmissionMetrics;
 pub use detection::DetectionMetrics;
+pub use device::{Device, DeviceMetrics};
 pub use pir::PirMetrics;
 
 /// Every metric omrd exports.
@@ -54,6 +56,8 @@ pub struct Metrics {
     pub leased_keys: IntGauge,
     /// Capacity, memory and lag of detection.
     pub detection: DetectionMetrics,
+    /// Which device detects, and the GPU lane's keys, uploads and failures.
+    pub device: DeviceMetrics,
     /// Rate limits, load shedding and connections.
     pub admission: AdmissionMetrics,
     /// Attachment epochs built and served by PIR.
@@ -262,6 +266,7 @@ impl Metrics {
             registry.register(m).expect("unique metric names");
         }
         let detection = DetectionMetrics::new(&registry);
+        let device = DeviceMetrics::new(&registry);
         let admission = AdmissionMetrics::new(&registry);
         let pir = PirMetrics::new(&registry);
         Metrics {
@@ -284,6 +289,7 @@ impl Metrics {
             lease_changes,
             leased_keys,
             detection,
+            device,
             admission,
             pir,
             key_waiters,

@@ -7,6 +7,7 @@ mod board;
 mod capacity;
 mod contract;
 mod detection;
+mod gpu;
 mod layers;
 mod light;
 mod light_fetch;

@@ -40,6 +40,19 @@ pub struct BenchArgs {
     /// omr-light-v1: keys that share one pass over the batch's shared plaintexts.
     #[arg(long, default_value_t = 8)]
     group: usize,
+    /// omr-light-v1: where the keys' passes run: `cpu` (--threads threads, --group keys a
+    /// pass) or `cuda` (GPU 0, every key resident, one launch; the CUDA driver and NVRTC are
+    /// loaded at run time, so put libnvrtc's folder on LD_LIBRARY_PATH). The TFHE sets run on
+    /// the CPU only.
+    #[arg(long, value_enum, default_value_t = BenchDevice::Cpu)]
+    device: BenchDevice,
+}
+
+/// `--device`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BenchDevice {
+    Cpu,
+    Cuda,
 }
 
 /// One set named by --param-set: a TFHE set or a linear one.
@@ -63,6 +76,9 @@ pub async fn bench(a: BenchArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
             }
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    if a.device == BenchDevice::Cuda && named.iter().any(|s| matches!(s, Set::Tfhe(_))) {
+        anyhow::bail!("--device cuda measures omr-light-v1 only; the TFHE sets run on the CPU");
+    }
     let sets: Vec<&'static ParamSet> = named
         .iter()
         .filter_map(|s| match s {
@@ -143,6 +159,10 @@ async fn run_light(
     };
     o.keys = a.keys;
     o.group = a.group;
+    o.device = match a.device {
+        BenchDevice::Cpu => omr_bench::light::Device::Cpu,
+        BenchDevice::Cuda => omr_bench::light::Device::Cuda,
+    };
     o.pertinent = (o.messages / o.keys).min(16);
     let pb = ui.items(format!("benchmark {}", params.name), 1, "");
     let pb2 = pb.clone();
@@ -186,9 +206,25 @@ fn print_light_table(reports: &[serde_json::Value]) {
             n(r, "group")
         )
     });
-    row("detection µs/(message, key)", &|r| {
-        format!("{:.2}", f(r, "detect_us_per_message_key"))
+    row("device", &|r| match r["gpu"].as_str() {
+        Some(gpu) => gpu.to_string(),
+        None => format!("cpu ×{}", n(r, "threads")),
     });
+    row("detection µs/(message, key)", &|r| {
+        format!("{:.4}", f(r, "detect_us_per_message_key"))
+    });
+    if reports.iter().any(|r| r["gpu"].is_string()) {
+        row("  GPU kernel ns", &|r| {
+            format!("{:.2}", f(r, "gpu_kernel_ns_per_message_key"))
+        });
+        row("  GPU kernel GB/s", &|r| {
+            format!("{:.0}", f(r, "gpu_kernel_gb_per_s"))
+        });
+        row("  host finish ns", &|r| {
+            format!("{:.2}", f(r, "gpu_host_finish_ns_per_message_key"))
+        });
+        row("  resident keys", &|r| n(r, "resident_keys").to_string());
+    }
     row("  one key alone", &|r| {
         format!("{:.2}", f(r, "detect_us_per_message_key_alone"))
     });

@@ -18,11 +18,16 @@ use omr_core::OmrError;
 use omr_light::{Batch, BatchDigest, Clue, Digest, DigestPart, ExpandedKey, LightParams};
 use omr_store::StoredMessage;
 
+use super::gpu::GpuLane;
 use super::{AcceptedKey, Detection, DetectionScheme};
 
 /// Prepared batches kept: the closed batch keys are catching up on and the open one, with room
 /// for one more (32 MiB each).
 const PREPARED_BATCHES: usize = 3;
+
+/// Keys served in one pass when a GPU detects: one launch for all of them (the card's threads
+/// are ≈ 64 keys' worth of positions; fewer leave it partly idle).
+const GPU_GROUP_KEYS: usize = 64;
 
 /// The light scheme for one parameter set, with its cache of prepared batches (shared by the
 /// clones the worker hands to its jobs).
@@ -30,6 +35,8 @@ const PREPARED_BATCHES: usize = 3;
 pub struct Light {
     params: &'static LightParams,
     batches: Arc<Mutex<Prepared>>,
+    /// The GPU the keys' passes run on while it works (`detect_device`); `None`: the CPU.
+    gpu: Option<Arc<GpuLane>>,
 }
 
 /// Prepared batches by (first index, messages), most recent last, and a spent batch whose
@@ -52,7 +59,32 @@ impl Light {
         Light {
             params,
             batches: Arc::default(),
+            gpu: None,
         }
+    }
+
+    /// The same scheme, its keys' passes on `gpu` (`None`: the CPU).
+    pub fn with_gpu(self, gpu: Option<Arc<GpuLane>>) -> Light {
+        Light { gpu, ..self }
+    }
+
+    /// The GPU lane, if this scheme has one.
+    pub fn gpu(&self) -> Option<&Arc<GpuLane>> {
+        self.gpu.as_ref()
+    }
+
+    /// The keys' halves of `batch`: on the GPU while it works, else (or when it fails now) on
+    /// the CPU, whose pass is bit-for-bit the same.
+    fn halves(&self, batch: &Batch, keys: &[&ExpandedKey]) -> Vec<BatchDigest> {
+        if let Some(halves) = self.gpu.as_ref().and_then(|g| g.detect_many(batch, keys)) {
+            return halves;
+        }
+        batch.detect_many(keys)
+    }
+
+    /// One key's half of `batch` ([`halves`](Self::halves)).
+    fn half(&self, batch: &Batch, key: &ExpandedKey) -> BatchDigest {
+        self.halves(batch, &[key]).pop().expect("one key, one half")
     }
 
     /// The shared work of the batch `messages` (consecutive, from a batch's first index),
@@ -197,16 +229,16 @@ impl DetectionScheme for Light {
     ) -> Result<LightState, OmrError> {
         let first = self.check_batch(messages)?;
         let batch = self.batch(messages)?;
-        Ok(Light::part(first, batch.detect(key), &batch))
+        Ok(Light::part(first, self.half(&batch, key), &batch))
     }
 
     fn detect_prepared(&self, key: &ExpandedKey, first: u64, count: usize) -> Option<LightState> {
         let batch = self.prepared((first, count))?;
-        Some(Light::part(first, batch.detect(key), &batch))
+        Some(Light::part(first, self.half(&batch, key), &batch))
     }
 
     /// One pass over the batch's shared plaintexts for all of `keys` (`Batch::detect_many`:
-    /// each block of them is read from memory once for the group).
+    /// each block of them is read from memory once for the group; on a GPU, one launch).
     fn detect_many(
         &self,
         keys: &[&ExpandedKey],
@@ -223,12 +255,18 @@ impl DetectionScheme for Light {
             self.check_batch(messages)?;
             self.batch(messages)?
         };
-        let halves = batch.detect_many(keys);
+        let halves = self.halves(&batch, keys);
         Ok(Some(
             (halves.into_iter())
                 .map(|own| Light::part(first, own, &batch))
                 .collect(),
         ))
+    }
+
+    fn keys_per_pass(&self) -> Option<usize> {
+        (self.gpu.as_ref())
+            .filter(|g| g.is_active())
+            .map(|_| GPU_GROUP_KEYS)
     }
 
     fn has_prepared(&self, first: u64, count: usize) -> bool {

@@ -11,6 +11,7 @@
 //! one batch per epoch, a key's part of the open batch replaced as it grows). The parameter set
 //! itself, as configuration and the request side see it, is `crate::set::Set`.
 
+mod gpu;
 mod light;
 mod tfhe;
 
@@ -19,6 +20,7 @@ use std::io::{Read, Write};
 use omr_core::OmrError;
 use omr_store::StoredMessage;
 
+pub use gpu::GpuLane;
 pub use light::Light;
 pub use tfhe::Tfhe;
 
@@ -104,6 +106,12 @@ pub trait DetectionScheme: Clone + Send + Sync + 'static {
         None
     }
 
+    /// For a batch scheme: keys worth serving in one pass ([`detect_many`](Self::detect_many)),
+    /// when the scheme knows better than the worker's default (a GPU wants many at once).
+    fn keys_per_pass(&self) -> Option<usize> {
+        None
+    }
+
     /// Whether [`detect_prepared`](Self::detect_prepared) would find the batch (a cheap check
     /// before reading anything).
     fn has_prepared(&self, first: u64, count: usize) -> bool {
@@ -168,6 +176,22 @@ impl Scheme {
         match set {
             Set::Tfhe(p) => Scheme::Tfhe(Tfhe::new(p)),
             Set::Light(p) => Scheme::Light(Light::new(p)),
+        }
+    }
+
+    /// The same scheme, a light one's passes on `gpu` (a TFHE scheme has none).
+    pub fn with_gpu(self, gpu: Option<std::sync::Arc<GpuLane>>) -> Scheme {
+        match self {
+            Scheme::Light(s) => Scheme::Light(s.with_gpu(gpu)),
+            tfhe => tfhe,
+        }
+    }
+
+    /// The GPU lane the scheme detects on, if any.
+    pub fn gpu(&self) -> Option<&std::sync::Arc<GpuLane>> {
+        match self {
+            Scheme::Light(s) => s.gpu(),
+            Scheme::Tfhe(_) => None,
         }
     }
 

@@ -220,11 +220,11 @@ impl<S: DetectionScheme> Worker<S> {
     }
 
     /// How a turn fills the pool with keys served together: for a batch scheme, up to
-    /// [`GROUP_KEYS`] keys at one batch; otherwise keys until every thread has a message.
+    /// [`GROUP_KEYS`] keys at one batch (or as many as the scheme asks for: a GPU's); otherwise keys until every thread has a message.
     fn fill(&self) -> Fill {
         match self.scheme.detection() {
             crate::scheme::Detection::PerBatch { .. } => Fill::Batch {
-                max_keys: GROUP_KEYS,
+                max_keys: self.scheme.keys_per_pass().unwrap_or(GROUP_KEYS),
             },
             crate::scheme::Detection::PerMessage => Fill::Messages {
                 threads: self.pools.threads() as u64,

@@ -1,0 +1,89 @@
+// The light pass (omr-light-v1) on an NVIDIA GPU, compiled at run time by NVRTC.
+//
+// For each key and NTT position x < D, for k < 2:
+//   out[key][k][x] = sum_{j < n} E[j + 1 - k][x] * c_j[x]  mod Q,   Q = 2^62 - 2^16 + 1,
+// where E is the batch's n + 1 shared plaintext rows and c_j the key's n rows, both in the CPU
+// kernel's layout (blocks of 32 positions: block b holds, row after row, that row's 32 lanes).
+// One thread per position and KEYS keys; consecutive threads read consecutive words of a row.
+// Products are summed in 128 bits (hi, lo) and reduced every STEP of them: 16 products of
+// residues below Q plus a reduced sum stay below 2^128. Outputs are canonical (below Q), so
+// they equal the CPU kernel's whatever the reduction schedule.
+
+typedef unsigned long long u64;
+
+#define LANES 32
+#define STEP 16
+#define KEYS 2
+#define Q 0x3FFFFFFFFFFF0001ULL
+
+__device__ __forceinline__ void mac(u64 &hi, u64 &lo, u64 a, u64 b) {
+    u64 p = a * b;
+    lo += p;
+    hi += __umul64hi(a, b) + (lo < p ? 1ULL : 0ULL);
+}
+
+// (hi * 2^64 + lo) mod Q, using 2^64 = 2^18 - 4 and 2^62 = 2^16 - 1 (mod Q).
+__device__ __forceinline__ u64 reduce(u64 hi, u64 lo) {
+    const u64 K = (1ULL << 18) - 4;
+    u64 tlo = hi * K;
+    u64 thi = __umul64hi(hi, K);
+    u64 ylo = tlo + lo;
+    u64 yhi = thi + (ylo < tlo ? 1ULL : 0ULL);  // y < 2^83: yhi < 2^19
+    u64 t = yhi * K;                            // < 2^37
+    u64 z = ylo + t;
+    if (z < t) z += K;                          // wrapped: z < 2^37, so no second wrap
+    z = (z >> 62) * 0xFFFFULL + (z & 0x3FFFFFFFFFFFFFFFULL);  // < 2^62 + 3 * 2^16
+    if (z >= Q) z -= Q;
+    if (z >= Q) z -= Q;
+    return z;
+}
+
+extern "C" __global__ void light_pass(
+    const u64 *__restrict__ plain,
+    const u64 *const *__restrict__ keys,
+    u64 *__restrict__ out,
+    unsigned n,
+    unsigned d,
+    unsigned nkeys)
+{
+    unsigned x = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned k0 = blockIdx.y * KEYS;
+    if (x >= d || k0 >= nkeys) return;
+    unsigned here = nkeys - k0 < KEYS ? nkeys - k0 : KEYS;
+    size_t block = x / LANES, lane = x % LANES;
+    const u64 *p = plain + block * (size_t)(n + 1) * LANES + lane;
+    const u64 *c[KEYS];
+    u64 h0[KEYS], l0[KEYS], h1[KEYS], l1[KEYS];
+#pragma unroll
+    for (int i = 0; i < KEYS; i++) {
+        // A missing second key reads the first again (its sums are not written).
+        c[i] = keys[k0 + (i < here ? i : 0)] + block * (size_t)n * LANES + lane;
+        h0[i] = l0[i] = h1[i] = l1[i] = 0;
+    }
+    u64 e1 = p[0];
+    for (unsigned j0 = 0; j0 < n; j0 += STEP) {
+#pragma unroll
+        for (int s = 0; s < STEP; s++) {
+            size_t j = j0 + s;
+            u64 e0 = p[(j + 1) * LANES];
+#pragma unroll
+            for (int i = 0; i < KEYS; i++) {
+                u64 cv = c[i][j * LANES];
+                mac(h0[i], l0[i], e0, cv);
+                mac(h1[i], l1[i], e1, cv);
+            }
+            e1 = e0;
+        }
+#pragma unroll
+        for (int i = 0; i < KEYS; i++) {
+            l0[i] = reduce(h0[i], l0[i]);
+            l1[i] = reduce(h1[i], l1[i]);
+            h0[i] = h1[i] = 0;
+        }
+    }
+    for (unsigned i = 0; i < here; i++) {
+        u64 *o = out + (size_t)(k0 + i) * 2 * d;
+        o[x] = l0[i];
+        o[d + x] = l1[i];
+    }
+}
