@@ -57,8 +57,9 @@ pub(crate) fn run(batch: &Batch, keys: &[ExpandedKey]) -> Result<GpuRun, String>
     let p = batch.params();
     let pairs = (batch.len() * keys.len()) as f64;
     let kernel_s = median(&mut kernels);
-    // What the kernel must read: every key once, and the plaintexts (n + 1 rows) once per
-    // launch (from memory; its re-reads by other key pairs hit L2 at best).
+    // What the products must read: every key once, and the plaintexts (n + 1 rows) once per
+    // launch (from memory; their re-reads by other key pairs hit L2 at best). The kernel time
+    // includes the inverse NTTs when they run on the card (reads of the sums: 64 KiB a key).
     let launches = keys.len().div_ceil(resident) as f64;
     let read_bytes = (keys.len() as f64 * key_bytes as f64)
         + launches * ((p.n + p.ell - 1) * p.batch * 8) as f64;
@@ -69,6 +70,7 @@ pub(crate) fn run(batch: &Batch, keys: &[ExpandedKey]) -> Result<GpuRun, String>
         "gpu_compute_capability": format!("{}.{}", info.compute_capability.0, info.compute_capability.1),
         "gpu_memory_bytes": info.total_memory,
         "resident_keys": gpu.resident_keys(),
+        "gpu_inverse_on_device": info.inverse_on_device,
         "gpu_kernel_ns_per_message_key": kernel_s * 1e9 / pairs,
         "gpu_kernel_gb_per_s": read_bytes / kernel_s / 1e9,
         "gpu_download_ns_per_message_key": median(&mut downloads) * 1e9 / pairs,

@@ -6,84 +6,28 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchArgs,
-    LaunchConfig, PinnedHostSlice, PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice,
+    PushKernelArg,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use omr_light::{Batch, BatchDigest, ExpandedKey};
 use rayon::prelude::*;
 
+use crate::inverse::InverseTables;
+use crate::raw::{copy_back, launch, launch_inverse, pinned};
+use crate::types::{CudaError, DeviceInfo, Stats};
+
 /// The kernel's source (compiled by NVRTC when a device is opened).
 const SOURCE: &str = include_str!("pass.cu");
 /// Threads per block; the grid's x covers the D positions.
 const THREADS: u32 = 128;
+/// Threads per block of the inverse NTT (one block per row of D).
+const INVERSE_THREADS: u32 = 512;
 /// Keys one thread serves (`KEYS` in pass.cu): a plaintext word read once for both.
 const KEYS_PER_THREAD: usize = 2;
 /// Device memory left free beside the resident keys when the budget is clamped to what the
 /// card has: the batch's plaintexts, the sums, the driver's own.
 const HEADROOM: u64 = 1 << 30;
-
-/// Why the GPU pass is not available, or failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CudaError {
-    #[error(
-        "the CUDA driver library (libcuda.so) was not found: this machine has no NVIDIA driver, \
-         or its folder is not on the loader's path (LD_LIBRARY_PATH)"
-    )]
-    NoDriver,
-    #[error(
-        "NVRTC (libnvrtc.so, from the CUDA toolkit or the nvidia-cuda-nvrtc package) was not \
-         found: put its folder on LD_LIBRARY_PATH (e.g. /usr/local/cuda/lib64)"
-    )]
-    NoNvrtc,
-    #[error("no CUDA device {ordinal}: {reason}")]
-    NoDevice { ordinal: usize, reason: String },
-    #[error("CUDA driver: {0}")]
-    Driver(String),
-    #[error("compiling the light pass with NVRTC: {0}")]
-    Compile(String),
-}
-
-impl From<DriverError> for CudaError {
-    fn from(e: DriverError) -> Self {
-        CudaError::Driver(e.to_string())
-    }
-}
-
-/// What was found when a device was opened.
-#[derive(Debug, Clone)]
-pub struct DeviceInfo {
-    pub ordinal: usize,
-    /// As the driver names it ("NVIDIA H200").
-    pub name: String,
-    pub compute_capability: (i32, i32),
-    pub total_memory: u64,
-    /// Free when it was opened.
-    pub free_memory: u64,
-    /// Bytes of resident keys allowed (the configured budget, clamped to what was free).
-    pub key_memory_bytes: u64,
-}
-
-/// Counters since the device was opened.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Stats {
-    /// Keys' passes run (one per key and batch).
-    pub key_passes: u64,
-    /// Keys copied to the card (first use, or again after eviction).
-    pub key_uploads: u64,
-    /// Batches whose plaintexts were copied to the card.
-    pub batch_uploads: u64,
-    /// Bytes copied to the card (keys and plaintexts).
-    pub upload_bytes: u64,
-    /// Seconds spent copying to the card.
-    pub upload_seconds: f64,
-    /// Seconds from a launch to its completion (the products).
-    pub kernel_seconds: f64,
-    /// Seconds copying the sums back.
-    pub download_seconds: f64,
-    /// Seconds of the host's inverse NTTs and switches (wall time, on the calling pool).
-    pub finish_seconds: f64,
-}
 
 /// The light pass on one CUDA device. Calls are serialised (one stream); keys stay resident
 /// between calls up to [`DeviceInfo::key_memory_bytes`].
@@ -91,7 +35,15 @@ pub struct CudaPass {
     info: DeviceInfo,
     stream: Arc<CudaStream>,
     kernel: CudaFunction,
+    /// The inverse NTT kernel and its tables (on the card), when tfhe-ntt's order is matched.
+    inverse: Option<Inverse>,
     state: Mutex<State>,
+}
+
+struct Inverse {
+    kernel: CudaFunction,
+    twiddles: CudaSlice<u64>,
+    d_inv: u64,
 }
 
 impl std::fmt::Debug for CudaPass {
@@ -114,6 +66,9 @@ struct State {
     /// The sums of the last launch (grown as needed), and their copy in page-locked host
     /// memory (a copy to pageable memory ran at 1.5 GB/s on an H200).
     sums: Option<CudaSlice<u64>>,
+    /// The batch's coefficients of the sums (ℓ rows of its length per key), when the inverse
+    /// runs on the card.
+    coefficients: Option<CudaSlice<u64>>,
     host: Option<PinnedHostSlice<u64>>,
     stats: Stats,
 }
@@ -127,10 +82,10 @@ impl CudaPass {
     /// Open device `ordinal` and compile the kernel for it; keys resident up to
     /// `key_memory_bytes` (clamped to the card's free memory less 1 GiB).
     pub fn open(ordinal: usize, key_memory_bytes: u64) -> Result<CudaPass, CudaError> {
-        if !driver_present() {
+        if !crate::raw::driver_present() {
             return Err(CudaError::NoDriver);
         }
-        if !nvrtc_present() {
+        if !crate::raw::nvrtc_present() {
             return Err(CudaError::NoNvrtc);
         }
         let count = CudaContext::device_count().map_err(|e| CudaError::NoDevice {
@@ -160,6 +115,19 @@ impl CudaPass {
         .map_err(|e| CudaError::Compile(e.to_string()))?;
         let module = ctx.load_module(ptx)?;
         let kernel = module.load_function("light_pass")?;
+        let stream = ctx.default_stream();
+        let p = &omr_light::OMR_LIGHT_V1;
+        let inverse = match InverseTables::new(p.batch, p.q) {
+            Some(t) => Some(Inverse {
+                kernel: module.load_function("light_inverse")?,
+                twiddles: stream.clone_htod(&t.twiddles)?,
+                d_inv: t.d_inv,
+            }),
+            None => {
+                tracing::warn!("tfhe-ntt's transform order is not the one the GPU inverts: the host does the inverse NTTs");
+                None
+            }
+        };
         let info = DeviceInfo {
             ordinal,
             name: ctx.name()?,
@@ -167,11 +135,13 @@ impl CudaPass {
             total_memory: total as u64,
             free_memory: free as u64,
             key_memory_bytes: key_memory_bytes.min((free as u64).saturating_sub(HEADROOM)),
+            inverse_on_device: inverse.is_some(),
         };
         Ok(CudaPass {
             info,
-            stream: ctx.default_stream(),
+            stream,
             kernel,
+            inverse,
             state: Mutex::default(),
         })
     }
@@ -213,6 +183,10 @@ impl CudaPass {
         let Some(first) = keys.first() else {
             return Ok(Vec::new());
         };
+        if batch.is_empty() {
+            // Nothing to detect (the service never asks): the digests of no message.
+            return Ok(batch.detect_many(keys));
+        }
         let (n, d, ell) = (p.n, p.batch, p.ell);
         let capacity = self.key_capacity(first.memory_bytes());
         let mut state = self.lock();
@@ -227,28 +201,37 @@ impl CudaPass {
             for key in part {
                 self.make_resident(&mut state, key, part, capacity)?;
             }
-            let words = part.len() * ell * d;
             let started = Instant::now();
             self.launch(&mut state, part, n, d)?;
+            let words = match &self.inverse {
+                Some(inverse) => self.launch_inverse(&mut state, inverse, part.len(), batch)?,
+                None => part.len() * ell * d,
+            };
             self.stream.synchronize()?;
             state.stats.kernel_seconds += started.elapsed().as_secs_f64();
             let started = Instant::now();
             let State {
-                sums, host, stats, ..
+                sums,
+                coefficients,
+                host,
+                stats,
+                ..
             } = &mut *state;
-            let (sums, host) = (
-                sums.as_ref().expect("by launch"),
-                host.as_mut().expect("above"),
-            );
-            self.stream.memcpy_dtoh(&sums.slice(..words), host)?;
-            self.stream.synchronize()?;
+            let host = &mut host.as_mut().expect("above").as_mut_slice()?[..words];
+            let back = if self.inverse.is_some() {
+                coefficients
+            } else {
+                sums
+            };
+            copy_back(&self.stream, back.as_ref().expect("by the launches"), host)?;
             stats.download_seconds += started.elapsed().as_secs_f64();
             let started = Instant::now();
-            digests.par_extend(
-                host.as_mut_slice()?[..words]
-                    .par_chunks_mut(ell * d)
-                    .map(|s| batch.finish_products(s)),
-            );
+            let rows = host.par_chunks_mut(words / part.len());
+            if self.inverse.is_some() {
+                digests.par_extend(rows.map(|c| batch.finish_coefficients(c)));
+            } else {
+                digests.par_extend(rows.map(|s| batch.finish_products(s)));
+            }
             stats.finish_seconds += started.elapsed().as_secs_f64();
             state.stats.key_passes += part.len() as u64;
         }
@@ -372,38 +355,39 @@ impl CudaPass {
     }
 }
 
-/// Launch `light_pass` with its arguments pushed.
-#[allow(unsafe_code)]
-fn launch(mut args: LaunchArgs<'_>, config: LaunchConfig) -> Result<(), CudaError> {
-    // SAFETY: the arguments match pass.cu's `light_pass(const u64*, const u64* const*, u64*,
-    // unsigned, unsigned, unsigned)` in order and type. The kernel reads (n + 1)·D words of the
-    // plaintexts (the buffer holds the batch's plaintexts, exactly that), n·D words behind each
-    // key pointer (each a resident key's buffer of n·D words, held by the caller's state while
-    // the stream runs: the caller synchronises before releasing the lock), and writes 2·D words
-    // per key into the sums, allocated for at least that many keys. Threads past D or past the
-    // key count return before touching memory.
-    unsafe { args.launch(config) }?;
-    Ok(())
-}
-
-/// `len` words of page-locked host memory.
-#[allow(unsafe_code)]
-fn pinned(ctx: &Arc<CudaContext>, len: usize) -> Result<PinnedHostSlice<u64>, CudaError> {
-    // SAFETY: the memory is uninitialised; every use copies the sums into it before reading
-    // the same words back (and any bit pattern is a valid u64).
-    Ok(unsafe { ctx.alloc_pinned::<u64>(len) }?)
-}
-
-/// Whether the CUDA driver library can be loaded (loading it when it is absent would panic).
-#[allow(unsafe_code)]
-fn driver_present() -> bool {
-    // SAFETY: only tries to open the library by its candidate names; no symbol is called.
-    unsafe { cudarc::driver::sys::is_culib_present() }
-}
-
-/// Whether NVRTC can be loaded.
-#[allow(unsafe_code)]
-fn nvrtc_present() -> bool {
-    // SAFETY: as above.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+impl CudaPass {
+    /// Launch the inverse NTTs of the `keys` keys' sums (2 rows each) into `state.coefficients`,
+    /// the first `batch.len()` coefficients of each row; the words that holds.
+    fn launch_inverse(
+        &self,
+        state: &mut State,
+        inverse: &Inverse,
+        keys: usize,
+        batch: &Batch,
+    ) -> Result<usize, CudaError> {
+        let d = batch.params().batch;
+        let (rows, count) = (keys * 2, batch.len().max(1));
+        let words = rows * count;
+        if state.coefficients.as_ref().is_none_or(|c| c.len() < words) {
+            state.coefficients = None;
+            state.coefficients = Some(self.stream.alloc_zeros::<u64>(words)?);
+        }
+        let sums = state.sums.as_ref().expect("launched first");
+        let out = state.coefficients.as_mut().expect("allocated above");
+        let config = LaunchConfig {
+            grid_dim: (rows as u32, 1, 1),
+            block_dim: (INVERSE_THREADS, 1, 1),
+            shared_mem_bytes: (d * 8) as u32,
+        };
+        let (d32, count32) = (d as u32, count as u32);
+        let mut args = self.stream.launch_builder(&inverse.kernel);
+        args.arg(sums)
+            .arg(&inverse.twiddles)
+            .arg(out)
+            .arg(&d32)
+            .arg(&count32)
+            .arg(&inverse.d_inv);
+        launch_inverse(args, config)?;
+        Ok(words)
+    }
 }

@@ -87,3 +87,49 @@ extern "C" __global__ void light_pass(
         o[d + x] = l1[i];
     }
 }
+
+__device__ __forceinline__ u64 mulmod(u64 a, u64 b) {
+    return reduce(__umul64hi(a, b), a * b);
+}
+
+__device__ __forceinline__ u64 addmod(u64 a, u64 b) {
+    u64 s = a + b;
+    return s >= Q ? s - Q : s;
+}
+
+__device__ __forceinline__ u64 submod(u64 a, u64 b) {
+    return a >= b ? a - b : a + (Q - b);
+}
+
+// One block per row of sums (2 per key): the row's inverse negacyclic NTT in shared memory
+// (Gentleman-Sande butterflies, from tfhe-ntt's bit-reversed order to coefficients; twiddles
+// holds psi^-br(k)), times d^-1; its first `count` coefficients are written to out, rows of
+// `count`. The host mirror is InverseTables::inverse (src/inverse.rs).
+extern "C" __global__ void light_inverse(
+    const u64 *__restrict__ sums,
+    const u64 *__restrict__ twiddles,
+    u64 *__restrict__ out,
+    unsigned d,
+    unsigned count,
+    u64 d_inv)
+{
+    extern __shared__ u64 a[];
+    const u64 *row = sums + (size_t)blockIdx.x * d;
+    for (unsigned i = threadIdx.x; i < d; i += blockDim.x) a[i] = row[i];
+    __syncthreads();
+    unsigned t = 1;
+    for (unsigned m = d; m > 1; m >>= 1) {
+        unsigned h = m >> 1;
+        for (unsigned b = threadIdx.x; b < d / 2; b += blockDim.x) {
+            unsigned i = b / t, j = b % t;
+            unsigned j1 = 2 * i * t + j;
+            u64 u = a[j1], v = a[j1 + t];
+            a[j1] = addmod(u, v);
+            a[j1 + t] = mulmod(submod(u, v), twiddles[h + i]);
+        }
+        t <<= 1;
+        __syncthreads();
+    }
+    u64 *o = out + (size_t)blockIdx.x * count;
+    for (unsigned i = threadIdx.x; i < count; i += blockDim.x) o[i] = mulmod(a[i], d_inv);
+}

@@ -34,7 +34,14 @@ fn device(budget: u64, test: &str) -> Option<CudaPass> {
     match CudaPass::open(0, budget) {
         Ok(pass) => {
             let i = pass.info();
-            eprintln!("{test}: on {} (compute {:?})", i.name, i.compute_capability);
+            eprintln!(
+                "{test}: on {} (compute {:?}, inverse on the card: {})",
+                i.name, i.compute_capability, i.inverse_on_device
+            );
+            assert!(
+                i.inverse_on_device,
+                "tfhe-ntt's order is the one the card inverts"
+            );
             Some(pass)
         }
         Err(e) => {
@@ -75,7 +82,16 @@ fn the_kernels_layout_gives_the_cpu_pass() {
     let batch = Batch::prepare(P, &clues.iter().collect::<Vec<_>>());
     for key in &expanded {
         let mut sums = reference_sums(&batch, key);
-        assert_eq!(batch.finish_products(&mut sums), batch.detect(key));
+        let want = batch.detect(key);
+        // What the card does next (its inverse NTTs, mirrored on the host), then the host's
+        // part; and the host's own transforms, the fallback.
+        let mirrored = omr_light_cuda::host_mirror(&batch, &sums);
+        assert_eq!(
+            mirrored.as_ref(),
+            Some(&want),
+            "the card's inverse, mirrored"
+        );
+        assert_eq!(batch.finish_products(&mut sums), want);
     }
 }
 

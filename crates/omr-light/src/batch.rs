@@ -11,7 +11,8 @@
 
 use crate::clue::{centre, Clue};
 use crate::digest::{BatchDigest, SharedHalf};
-use crate::keys::{fresh_id, scatter, to_blocks, ExpandedKey, LANES};
+use crate::fresh_id;
+use crate::keys::{scatter, to_blocks, ExpandedKey, LANES};
 use crate::params::LightParams;
 use crate::ring::{lift, reduce128, sub, switch, Ntt};
 use crate::sample::crs_row;
@@ -211,7 +212,7 @@ impl Batch {
         let blocks: Vec<&[u64]> = keys.iter().map(|k| k.blocks.as_slice()).collect();
         products(p, &self.plaintexts, &blocks)
             .into_iter()
-            .map(|s| self.digest_of(&s))
+            .map(|s| self.digest_of(&s, p.batch))
             .collect()
     }
 
@@ -238,16 +239,30 @@ impl Batch {
         for row in sums.chunks_exact_mut(d) {
             ntt.inv(row);
         }
-        self.digest_of(sums)
+        self.digest_of(sums, d)
     }
 
-    /// The digest half from a key's products in coefficients (ℓ rows of D).
-    fn digest_of(&self, s: &[u64]) -> BatchDigest {
+    /// A key's half of the digest from its products already turned into coefficients by a
+    /// device: ℓ rows of this batch's [`len`](Self::len) coefficients (the first of each
+    /// transformed row of [`finish_products`](Self::finish_products)'s input).
+    pub fn finish_coefficients(&self, coefficients: &[u64]) -> BatchDigest {
+        let ell = self.params.ell;
+        assert_eq!(
+            coefficients.len(),
+            ell * self.count,
+            "ℓ rows of the batch's length"
+        );
+        self.digest_of(coefficients, self.count)
+    }
+
+    /// The digest half from a key's products in coefficients: ℓ rows of `stride` (at least
+    /// the batch's length; D as the CPU pass computes them).
+    fn digest_of(&self, s: &[u64], stride: usize) -> BatchDigest {
         let p = self.params;
         let (d, ell) = (p.batch, p.ell);
         let mut values = Vec::with_capacity(ell * self.count);
         for k in 0..ell {
-            let c = &s[k * d..][..d];
+            let c = &s[k * stride..][..self.count];
             let b = &self.scaled_b[k * d..][..d];
             // c0 = Δ·b′ − Σ_j P_{k,j}·c_j; only the batch's coefficients are kept.
             values.extend((0..self.count).map(|i| switch(sub(b[i], c[i]), p.log_q0)));

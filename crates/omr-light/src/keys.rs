@@ -79,15 +79,8 @@ impl std::fmt::Debug for DetectionKey {
 pub struct ExpandedKey {
     pub(crate) params: &'static LightParams,
     pub(crate) blocks: Vec<u64>,
-    /// Unique in the process (never reused): what a device that keeps keys resident knows
-    /// this one by. The words never change after construction.
+    /// Unique in the process, never reused (the words never change): a device's name for it.
     id: u64,
-}
-
-/// A process-wide number never handed out before (keys and batches).
-pub(crate) fn fresh_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl std::fmt::Debug for ExpandedKey {
@@ -278,7 +271,7 @@ impl DetectionKey {
         ExpandedKey {
             params: self.params,
             blocks: to_blocks(&self.c, self.params.n, self.params.batch),
-            id: fresh_id(),
+            id: crate::fresh_id(),
         }
     }
 }
@@ -288,9 +281,8 @@ impl ExpandedKey {
         self.params
     }
 
-    /// The key in the kernel's layout: block b of [`LANES`](Self::LANES) NTT positions holds,
-    /// for every j < n, the lanes of polynomial j (n·D residues below Q). For a device pass
-    /// (omr-light-cuda), which must read exactly what the CPU kernel reads.
+    /// The kernel's layout (blocks of [`LANES`](Self::LANES) positions, each every j's lanes),
+    /// for a device pass (omr-light-cuda) that must read what the CPU kernel reads.
     pub fn blocks(&self) -> &[u64] {
         &self.blocks
     }
@@ -298,8 +290,7 @@ impl ExpandedKey {
     /// Lanes of one block of [`blocks`](Self::blocks).
     pub const LANES: usize = LANES;
 
-    /// This key's number, unique in the process and never reused: a device keeps a key
-    /// resident under it.
+    /// This key's number, unique in the process: a device keeps it resident under it.
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -357,7 +348,7 @@ impl ExpandedKey {
         Ok(ExpandedKey {
             params,
             blocks,
-            id: fresh_id(),
+            id: crate::fresh_id(),
         })
     }
 }

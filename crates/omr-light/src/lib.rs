@@ -31,3 +31,10 @@ pub use clue::Clue;
 pub use digest::{BatchDigest, Digest, DigestPart, SharedHalf};
 pub use keys::{Address, DetectionKey, ExpandedKey, SecretKey};
 pub use params::{LightParams, OMR_LIGHT_V1};
+
+/// A process-wide number never handed out before: what a device (omr-light-cuda) knows an
+/// `ExpandedKey` or a `Batch` by, neither of which changes after it is made.
+pub(crate) fn fresh_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}

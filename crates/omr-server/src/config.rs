@@ -1,5 +1,6 @@
 //! Configuration: built-in defaults, then an optional TOML file, then `OMR_*` environment
 //! variables, then command-line flags.
+//! Long: every configuration key is declared here once, with its documentation, type and default, beside its validation; splitting them would scatter the one list operators read.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
