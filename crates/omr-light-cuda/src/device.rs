@@ -203,6 +203,9 @@ impl CudaPass {
             }
             let started = Instant::now();
             self.launch(&mut state, part, n, d)?;
+            // On the card the inverse NTTs leave the batch's coefficients; otherwise the sums
+            // come back whole and the host transforms them.
+            let on_card = self.inverse.is_some();
             let words = match &self.inverse {
                 Some(inverse) => self.launch_inverse(&mut state, inverse, part.len(), batch)?,
                 None => part.len() * ell * d,
@@ -218,20 +221,17 @@ impl CudaPass {
                 ..
             } = &mut *state;
             let host = &mut host.as_mut().expect("above").as_mut_slice()?[..words];
-            let back = if self.inverse.is_some() {
-                coefficients
-            } else {
-                sums
-            };
+            let back = if on_card { coefficients } else { sums };
             copy_back(&self.stream, back.as_ref().expect("by the launches"), host)?;
             stats.download_seconds += started.elapsed().as_secs_f64();
             let started = Instant::now();
-            let rows = host.par_chunks_mut(words / part.len());
-            if self.inverse.is_some() {
-                digests.par_extend(rows.map(|c| batch.finish_coefficients(c)));
-            } else {
-                digests.par_extend(rows.map(|s| batch.finish_products(s)));
-            }
+            digests.par_extend(host.par_chunks_mut(words / part.len()).map(|rows| {
+                if on_card {
+                    batch.finish_coefficients(rows)
+                } else {
+                    batch.finish_products(rows)
+                }
+            }));
             stats.finish_seconds += started.elapsed().as_secs_f64();
             state.stats.key_passes += part.len() as u64;
         }

@@ -60,9 +60,10 @@ pub struct Stats {
     pub upload_bytes: u64,
     /// Seconds spent copying to the card.
     pub upload_seconds: f64,
-    /// Seconds from a launch to its completion (the products).
+    /// Seconds from the launches to their completion (the products, and the inverse NTTs
+    /// when they run on the card).
     pub kernel_seconds: f64,
-    /// Seconds copying the sums back.
+    /// Seconds copying back what the host finishes (the coefficients, or the whole sums).
     pub download_seconds: f64,
     /// Seconds of the host's part: the modulus switches (and the inverse NTTs when they do
     /// not run on the card), wall time on the calling pool.

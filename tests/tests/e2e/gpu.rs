@@ -130,13 +130,10 @@ async fn without_a_gpu_cuda_is_refused_and_auto_detects_on_the_cpu(db: &TestDb) 
         let mut c = Config {
             http_addr: "127.0.0.1:0".parse().unwrap(),
             grpc_addr: "127.0.0.1:0".parse().unwrap(),
-            data_dir: dir.path().to_path_buf(),
+            data_dir: db.data_dir().unwrap_or(dir.path()).to_path_buf(),
             database_url: db.data_dir().is_none().then(|| db.url().to_string()),
             ..Config::default()
         };
-        if let Some(d) = db.data_dir() {
-            c.data_dir = d.to_path_buf();
-        }
         c.param_set = set.to_string();
         c.epoch_len = OMR_LIGHT_V1.batch as u64;
         c.detect_device = device;

@@ -94,11 +94,6 @@ impl GpuLane {
         self.fail_next.store(true, Ordering::Release);
     }
 
-    /// Keys the card holds at once, for `key_bytes` each.
-    pub fn key_capacity(&self, key_bytes: usize) -> usize {
-        self.pass.key_capacity(key_bytes)
-    }
-
     /// The keys' halves of `batch` from the GPU; `None` when the lane has failed (now or
     /// before): the caller runs the CPU pass.
     pub fn detect_many(&self, batch: &Batch, keys: &[&ExpandedKey]) -> Option<Vec<BatchDigest>> {
