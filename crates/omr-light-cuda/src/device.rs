@@ -5,17 +5,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice,
-    PushKernelArg,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, PinnedHostSlice};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use omr_light::{Batch, BatchDigest, ExpandedKey};
 use rayon::prelude::*;
 
 use crate::inverse::InverseTables;
-use crate::raw::{copy_back, launch, launch_inverse, pinned};
+use crate::raw::{copy_back, pinned};
 use crate::types::{CudaError, DeviceInfo, Stats};
+
+mod launches;
 
 /// The kernel's source (compiled by NVRTC when a device is opened).
 const SOURCE: &str = include_str!("pass.cu");
@@ -23,8 +22,8 @@ const SOURCE: &str = include_str!("pass.cu");
 const THREADS: u32 = 128;
 /// Threads per block of the inverse NTT (one block per row of D).
 const INVERSE_THREADS: u32 = 512;
-/// Keys one thread serves (`KEYS` in pass.cu): a plaintext word read once for both.
-const KEYS_PER_THREAD: usize = 2;
+/// Keys one thread serves (`KEYS` in pass.cu): a plaintext word read once for all of them.
+pub const KEYS_PER_THREAD: usize = 2;
 /// Device memory left free beside the resident keys when the budget is clamped to what the
 /// card has: the batch's plaintexts, the sums, the driver's own.
 const HEADROOM: u64 = 1 << 30;
@@ -35,6 +34,8 @@ pub struct CudaPass {
     info: DeviceInfo,
     stream: Arc<CudaStream>,
     kernel: CudaFunction,
+    /// `KEYS` of the compiled kernel.
+    keys_per_thread: usize,
     /// The inverse NTT kernel and its tables (on the card), when tfhe-ntt's order is matched.
     inverse: Option<Inverse>,
     state: Mutex<State>,
@@ -63,12 +64,15 @@ struct State {
     tick: u64,
     /// The batch on the card: its `Batch::id` and plaintexts.
     batch: Option<(u64, CudaSlice<u64>)>,
+    /// That batch's Δ·b′ (ℓ rows of D), for the switch on the card.
+    scaled_b: Option<CudaSlice<u64>>,
     /// The sums of the last launch (grown as needed), and their copy in page-locked host
     /// memory (a copy to pageable memory ran at 1.5 GB/s on an H200).
     sums: Option<CudaSlice<u64>>,
-    /// The batch's coefficients of the sums (ℓ rows of its length per key), when the inverse
-    /// runs on the card.
-    coefficients: Option<CudaSlice<u64>>,
+    /// The digest's values of the batch's messages (ℓ rows of its length per key, switched to
+    /// q0), when the inverse runs on the card; and their copy on the host.
+    values: Option<CudaSlice<u32>>,
+    host_values: Option<PinnedHostSlice<u32>>,
     host: Option<PinnedHostSlice<u64>>,
     stats: Stats,
 }
@@ -82,6 +86,18 @@ impl CudaPass {
     /// Open device `ordinal` and compile the kernel for it; keys resident up to
     /// `key_memory_bytes` (clamped to the card's free memory less 1 GiB).
     pub fn open(ordinal: usize, key_memory_bytes: u64) -> Result<CudaPass, CudaError> {
+        CudaPass::open_tuned(ordinal, key_memory_bytes, KEYS_PER_THREAD)
+    }
+
+    /// [`open`](Self::open) with the kernel compiled for `keys_per_thread` keys per thread
+    /// (1 to 8; the default is [`KEYS_PER_THREAD`]): for measuring the choice.
+    #[doc(hidden)]
+    pub fn open_tuned(
+        ordinal: usize,
+        key_memory_bytes: u64,
+        keys_per_thread: usize,
+    ) -> Result<CudaPass, CudaError> {
+        assert!((1..=8).contains(&keys_per_thread), "1 to 8 keys per thread");
         if !crate::raw::driver_present() {
             return Err(CudaError::NoDriver);
         }
@@ -107,7 +123,10 @@ impl CudaPass {
         let ptx = compile_ptx_with_opts(
             SOURCE,
             CompileOptions {
-                options: vec![format!("--gpu-architecture=compute_{major}{minor}")],
+                options: vec![
+                    format!("--gpu-architecture=compute_{major}{minor}"),
+                    format!("-DKEYS={keys_per_thread}"),
+                ],
                 name: Some("pass.cu".into()),
                 ..Default::default()
             },
@@ -141,6 +160,7 @@ impl CudaPass {
             info,
             stream,
             kernel,
+            keys_per_thread,
             inverse,
             state: Mutex::default(),
         })
@@ -180,6 +200,7 @@ impl CudaPass {
         );
         assert_eq!(p.ell, 2, "the kernel is written for ℓ = 2");
         assert_eq!(p.n % 16, 0, "the kernel reduces every 16 products");
+        assert!(p.log_q0 <= 32, "the card's switched values are 32 bits");
         let Some(first) = keys.first() else {
             return Ok(Vec::new());
         };
@@ -192,7 +213,12 @@ impl CudaPass {
         let mut state = self.lock();
         self.upload_batch(&mut state, batch)?;
         let most = capacity.min(keys.len()) * ell * d;
-        if state.host.as_ref().is_none_or(|h| h.len() < most) {
+        let on_card = self.inverse.is_some();
+        if on_card && state.host_values.as_ref().is_none_or(|h| h.len() < most) {
+            state.host_values = None;
+            state.host_values = Some(pinned(self.stream.context(), most)?);
+        }
+        if !on_card && state.host.as_ref().is_none_or(|h| h.len() < most) {
             state.host = None;
             state.host = Some(pinned(self.stream.context(), most)?);
         }
@@ -203,9 +229,8 @@ impl CudaPass {
             }
             let started = Instant::now();
             self.launch(&mut state, part, n, d)?;
-            // On the card the inverse NTTs leave the batch's coefficients; otherwise the sums
-            // come back whole and the host transforms them.
-            let on_card = self.inverse.is_some();
+            // On the card the inverse NTTs and the switch leave the digest's values of the
+            // batch's messages; otherwise the sums come back whole and the host finishes them.
             let words = match &self.inverse {
                 Some(inverse) => self.launch_inverse(&mut state, inverse, part.len(), batch)?,
                 None => part.len() * ell * d,
@@ -215,24 +240,30 @@ impl CudaPass {
             let started = Instant::now();
             let State {
                 sums,
-                coefficients,
+                values,
                 host,
+                host_values,
                 stats,
                 ..
             } = &mut *state;
-            let host = &mut host.as_mut().expect("above").as_mut_slice()?[..words];
-            let back = if on_card { coefficients } else { sums };
-            copy_back(&self.stream, back.as_ref().expect("by the launches"), host)?;
-            stats.download_seconds += started.elapsed().as_secs_f64();
-            let started = Instant::now();
-            digests.par_extend(host.par_chunks_mut(words / part.len()).map(|rows| {
-                if on_card {
-                    batch.finish_coefficients(rows)
-                } else {
-                    batch.finish_products(rows)
-                }
-            }));
-            stats.finish_seconds += started.elapsed().as_secs_f64();
+            let per_key = words / part.len();
+            if on_card {
+                let host = &mut host_values.as_mut().expect("above").as_mut_slice()?[..words];
+                copy_back(&self.stream, values.as_ref().expect("by the launch"), host)?;
+                stats.download_seconds += started.elapsed().as_secs_f64();
+                let started = Instant::now();
+                let rows = host.par_chunks(per_key);
+                digests.par_extend(rows.map(|rows| batch.finish_switched(rows)));
+                stats.finish_seconds += started.elapsed().as_secs_f64();
+            } else {
+                let host = &mut host.as_mut().expect("above").as_mut_slice()?[..words];
+                copy_back(&self.stream, sums.as_ref().expect("by the launch"), host)?;
+                stats.download_seconds += started.elapsed().as_secs_f64();
+                let started = Instant::now();
+                let rows = host.par_chunks_mut(per_key);
+                digests.par_extend(rows.map(|rows| batch.finish_products(rows)));
+                stats.finish_seconds += started.elapsed().as_secs_f64();
+            }
             state.stats.key_passes += part.len() as u64;
         }
         Ok(digests)
@@ -251,6 +282,11 @@ impl CudaPass {
         }
         let started = Instant::now();
         let words = batch.plaintexts();
+        let (scaled_b, _, _) = batch.switch_inputs();
+        match &mut state.scaled_b {
+            Some(buf) if buf.len() == scaled_b.len() => self.stream.memcpy_htod(scaled_b, buf)?,
+            slot => *slot = Some(self.stream.clone_htod(scaled_b)?),
+        }
         match &mut state.batch {
             Some((id, buf)) if buf.len() == words.len() => {
                 self.stream.memcpy_htod(words, buf)?;
@@ -302,92 +338,5 @@ impl CudaPass {
         state.stats.upload_seconds += started.elapsed().as_secs_f64();
         state.keys.insert(key.id(), Resident { words, used: tick });
         Ok(())
-    }
-
-    /// Launch the products of the resident `part` over the batch on the card, into
-    /// `state.sums` (ℓ rows of D per key, in the order of `part`).
-    fn launch(
-        &self,
-        state: &mut State,
-        part: &[&ExpandedKey],
-        n: usize,
-        d: usize,
-    ) -> Result<(), CudaError> {
-        let words = part.len() * 2 * d;
-        if state.sums.as_ref().is_none_or(|s| s.len() < words) {
-            state.sums = None;
-            state.sums = Some(self.stream.alloc_zeros::<u64>(words)?);
-        }
-        let State {
-            keys, batch, sums, ..
-        } = state;
-        let (_, plain) = batch.as_ref().expect("uploaded first");
-        let sums = sums.as_mut().expect("allocated above");
-        let mut pointers = Vec::with_capacity(part.len());
-        let mut guards = Vec::with_capacity(part.len());
-        for key in part {
-            let resident = keys.get(&key.id()).expect("made resident first");
-            let (ptr, guard) = resident.words.device_ptr(&self.stream);
-            pointers.push(ptr);
-            guards.push(guard);
-        }
-        let pointers = self.stream.clone_htod(&pointers)?;
-        let config = LaunchConfig {
-            grid_dim: (
-                (d as u32).div_ceil(THREADS),
-                part.len().div_ceil(KEYS_PER_THREAD) as u32,
-                1,
-            ),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (n, d, count) = (n as u32, d as u32, part.len() as u32);
-        let mut args = self.stream.launch_builder(&self.kernel);
-        args.arg(plain)
-            .arg(&pointers)
-            .arg(sums)
-            .arg(&n)
-            .arg(&d)
-            .arg(&count);
-        launch(args, config)?;
-        drop(guards);
-        Ok(())
-    }
-}
-
-impl CudaPass {
-    /// Launch the inverse NTTs of the `keys` keys' sums (2 rows each) into `state.coefficients`,
-    /// the first `batch.len()` coefficients of each row; the words that holds.
-    fn launch_inverse(
-        &self,
-        state: &mut State,
-        inverse: &Inverse,
-        keys: usize,
-        batch: &Batch,
-    ) -> Result<usize, CudaError> {
-        let d = batch.params().batch;
-        let (rows, count) = (keys * 2, batch.len().max(1));
-        let words = rows * count;
-        if state.coefficients.as_ref().is_none_or(|c| c.len() < words) {
-            state.coefficients = None;
-            state.coefficients = Some(self.stream.alloc_zeros::<u64>(words)?);
-        }
-        let sums = state.sums.as_ref().expect("launched first");
-        let out = state.coefficients.as_mut().expect("allocated above");
-        let config = LaunchConfig {
-            grid_dim: (rows as u32, 1, 1),
-            block_dim: (INVERSE_THREADS, 1, 1),
-            shared_mem_bytes: (d * 8) as u32,
-        };
-        let (d32, count32) = (d as u32, count as u32);
-        let mut args = self.stream.launch_builder(&inverse.kernel);
-        args.arg(sums)
-            .arg(&inverse.twiddles)
-            .arg(out)
-            .arg(&d32)
-            .arg(&count32)
-            .arg(&inverse.d_inv);
-        launch_inverse(args, config)?;
-        Ok(words)
     }
 }

@@ -1,7 +1,7 @@
 //! The inverse NTT on the card: the sums come back in the NTT domain of tfhe-ntt (omr-light's
 //! transform), in its order; `light_inverse` (pass.cu) turns each row into coefficients there,
-//! so only the batch's coefficients travel back and the host's part is a subtraction and a
-//! modulus switch per value. The tables below, and the check that they match tfhe-ntt, are made
+//! and switches the batch's coefficients to the digest's 32-bit values, so only those travel
+//! back. The tables below, and the check that they match tfhe-ntt, are made
 //! on the host when a device is opened; where the check fails the host transforms instead.
 
 use rand::RngCore;

@@ -13,7 +13,10 @@ typedef unsigned long long u64;
 
 #define LANES 32
 #define STEP 16
+// Keys per thread: the host compiles with -DKEYS=<its choice> (device.rs, KEYS_PER_THREAD).
+#ifndef KEYS
 #define KEYS 2
+#endif
 #define Q 0x3FFFFFFFFFFF0001ULL
 
 __device__ __forceinline__ void mac(u64 &hi, u64 &lo, u64 a, u64 b) {
@@ -101,17 +104,24 @@ __device__ __forceinline__ u64 submod(u64 a, u64 b) {
     return a >= b ? a - b : a + (Q - b);
 }
 
-// One block per row of sums (2 per key): the row's inverse negacyclic NTT in shared memory
-// (Gentleman-Sande butterflies, from tfhe-ntt's bit-reversed order to coefficients; twiddles
-// holds psi^-br(k)), times d^-1; its first `count` coefficients are written to out, rows of
-// `count`. The host mirror is InverseTables::inverse (src/inverse.rs).
+// One block per row of sums (2 per key; row r is output k = r % 2 of key r / 2): the row's
+// inverse negacyclic NTT in shared memory (Gentleman-Sande butterflies, from tfhe-ntt's
+// bit-reversed order to coefficients; twiddles holds psi^-br(k)), times d^-1; then, for each of
+// the batch's first `count` coefficients c[i], the digest's value
+//   round((scaled_b[k][i] - c[i] mod Q) * scale) mod 2^log_to
+// (omr-light's modulus switch: the f64 product rounded half away from zero, as Rust's
+// f64::round), written as 32 bits to out, rows of `count`. The host mirror is
+// InverseTables::inverse and crate::mirror_switch.
 extern "C" __global__ void light_inverse(
     const u64 *__restrict__ sums,
     const u64 *__restrict__ twiddles,
-    u64 *__restrict__ out,
+    unsigned *__restrict__ out,
     unsigned d,
     unsigned count,
-    u64 d_inv)
+    u64 d_inv,
+    const u64 *__restrict__ scaled_b,
+    double scale,
+    unsigned log_to)
 {
     extern __shared__ u64 a[];
     const u64 *row = sums + (size_t)blockIdx.x * d;
@@ -130,6 +140,12 @@ extern "C" __global__ void light_inverse(
         t <<= 1;
         __syncthreads();
     }
-    u64 *o = out + (size_t)blockIdx.x * count;
-    for (unsigned i = threadIdx.x; i < count; i += blockDim.x) o[i] = mulmod(a[i], d_inv);
+    const u64 *b = scaled_b + (size_t)(blockIdx.x % 2) * d;
+    const u64 mask = (1ULL << log_to) - 1;
+    unsigned *o = out + (size_t)blockIdx.x * count;
+    for (unsigned i = threadIdx.x; i < count; i += blockDim.x) {
+        u64 x = submod(b[i], mulmod(a[i], d_inv));
+        double v = __dmul_rn(__ull2double_rn(x), scale);
+        o[i] = (unsigned)(((u64)round(v)) & mask);
+    }
 }

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, DevicePtr, LaunchArgs, LaunchConfig, PinnedHostSlice,
+    CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig,
+    PinnedHostSlice,
 };
 
 use crate::types::CudaError;
@@ -16,11 +17,12 @@ pub(crate) fn launch_inverse(
     mut args: LaunchArgs<'_>,
     config: LaunchConfig,
 ) -> Result<(), CudaError> {
-    // SAFETY: the arguments match pass.cu's `light_inverse(const u64*, const u64*, u64*,
-    // unsigned, unsigned, u64)` in order and type. Block r reads row r of the sums (D words;
-    // the sums hold 2·D words for each of the keys, one block per row), D twiddles (the table
-    // holds D), and writes `count` words at r·count of the output, allocated for every row;
-    // the dynamic shared memory is D words, all the kernel indexes.
+    // SAFETY: the arguments match pass.cu's `light_inverse(const u64*, const u64*, unsigned*,
+    // unsigned, unsigned, u64, const u64*, double, unsigned)` in order and type. Block r reads
+    // row r of the sums (D words; the sums hold 2·D words for each of the keys, one block per
+    // row), D twiddles (the table holds D), the first `count` words of row r % 2 of the
+    // batch's Δ·b′ (2 rows of D), and writes `count` 32-bit values at r·count of the output,
+    // allocated for every row; the dynamic shared memory is D words, all the kernel indexes.
     unsafe { args.launch(config) }?;
     Ok(())
 }
@@ -39,21 +41,22 @@ pub(crate) fn launch(mut args: LaunchArgs<'_>, config: LaunchConfig) -> Result<(
     Ok(())
 }
 
-/// Copy the first `dst.len()` words of `src` into `dst` and wait for it. (cudarc's
-/// `memcpy_dtoh` copies as many words as the whole destination holds: into a page-locked buffer
-/// larger than this pass's words it would read past the words the pass wrote, and past `src`.)
+/// Copy the first `dst.len()` values of `src` into `dst` and wait for it. (cudarc's
+/// `memcpy_dtoh` copies as many values as the whole destination holds: into a page-locked
+/// buffer larger than this pass's values it would read past the values the pass wrote, and past
+/// `src`.)
 #[allow(unsafe_code)]
-pub(crate) fn copy_back(
+pub(crate) fn copy_back<T: DeviceRepr>(
     stream: &Arc<CudaStream>,
-    src: &CudaSlice<u64>,
-    dst: &mut [u64],
+    src: &CudaSlice<T>,
+    dst: &mut [T],
 ) -> Result<(), CudaError> {
     assert!(dst.len() <= src.len(), "copy within the device buffer");
     stream.context().bind_to_thread()?;
     let (ptr, guard) = src.device_ptr(stream);
-    // SAFETY: `dst` is `dst.len()` words of host memory borrowed mutably until the copy is
+    // SAFETY: `dst` is `dst.len()` values of host memory borrowed mutably until the copy is
     // done (the stream is synchronised below, before the borrow ends); the device range
-    // [ptr, ptr + dst.len() words) lies within `src` (asserted above), which the caller holds.
+    // [ptr, ptr + dst.len() values) lies within `src` (asserted above), which the caller holds.
     unsafe {
         cudarc::driver::result::memcpy_dtoh_async(dst, ptr, stream.cu_stream())?;
     }
@@ -62,15 +65,22 @@ pub(crate) fn copy_back(
     Ok(())
 }
 
-/// `len` words of page-locked host memory.
+/// Integers, for which every bit pattern is a valid value.
+pub(crate) trait Plain: DeviceRepr {}
+impl Plain for u32 {}
+impl Plain for u64 {}
+
+/// `len` values of page-locked host memory, cached (not write-combined, which cudarc's
+/// `alloc_pinned` asks for: the host reads every value back, and reads of write-combined
+/// memory bypass the caches).
 #[allow(unsafe_code)]
-pub(crate) fn pinned(
+pub(crate) fn pinned<T: Plain>(
     ctx: &Arc<CudaContext>,
     len: usize,
-) -> Result<PinnedHostSlice<u64>, CudaError> {
-    // SAFETY: the memory is uninitialised; every use copies the sums into it before reading
-    // the same words back (and any bit pattern is a valid u64).
-    Ok(unsafe { ctx.alloc_pinned::<u64>(len) }?)
+) -> Result<PinnedHostSlice<T>, CudaError> {
+    // SAFETY: the memory is uninitialised; every use copies device values into it before
+    // reading the same values back, and every bit pattern is a valid `Plain` (u32, u64).
+    Ok(unsafe { ctx.alloc_pinned_with_flags::<T>(len, 0) }?)
 }
 
 /// Whether the CUDA driver library can be loaded (loading it when it is absent would panic).

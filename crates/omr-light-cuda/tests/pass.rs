@@ -161,3 +161,23 @@ fn a_missing_device_is_a_clear_error() {
         other => panic!("unexpected: {other}"),
     }
 }
+
+#[test]
+fn every_keys_per_thread_gives_the_cpu_pass() {
+    // The kernel compiled for other numbers of keys per thread (the choice is measured with
+    // examples/keys_per_thread.rs): 5 keys leave the last thread 1, 2 or 1 of its keys.
+    if device(1 << 34, "keys_per_thread").is_none() {
+        return;
+    }
+    let mut rng = StdRng::seed_from_u64(4);
+    let (secrets, expanded) = keys(&mut rng, 5);
+    let refs: Vec<&ExpandedKey> = expanded.iter().collect();
+    let clues = clues(&mut rng, &secrets, 1500);
+    let batch = Batch::prepare(P, &clues.iter().collect::<Vec<_>>());
+    let want = batch.detect_many(&refs);
+    for keys_per_thread in [1, 3, 4] {
+        let gpu = CudaPass::open_tuned(0, 1 << 34, keys_per_thread).unwrap();
+        let got = gpu.detect_many(&batch, &refs).unwrap();
+        assert_eq!(got, want, "{keys_per_thread} keys per thread");
+    }
+}

@@ -14,7 +14,7 @@ use crate::digest::{BatchDigest, SharedHalf};
 use crate::fresh_id;
 use crate::keys::{scatter, to_blocks, ExpandedKey, LANES};
 use crate::params::LightParams;
-use crate::ring::{lift, reduce128, sub, switch, Ntt};
+use crate::ring::{lift, reduce128, sub, switch, switch_scale, Ntt};
 use crate::sample::crs_row;
 use rayon::prelude::*;
 
@@ -242,17 +242,32 @@ impl Batch {
         self.digest_of(sums, d)
     }
 
-    /// A key's half of the digest from its products already turned into coefficients by a
-    /// device: ℓ rows of this batch's [`len`](Self::len) coefficients (the first of each
-    /// transformed row of [`finish_products`](Self::finish_products)'s input).
-    pub fn finish_coefficients(&self, coefficients: &[u64]) -> BatchDigest {
-        let ell = self.params.ell;
+    /// What a device needs to finish a key's half itself, so that only the switched values
+    /// travel back: Δ·b′_k mod Q (ℓ rows of D; the batch's [`len`](Self::len) first of each
+    /// row are its messages'), the factor of the switch to q0 (value i of row k is
+    /// round((Δ·b′_k[i] − c_k[i] mod Q) · factor) mod 2^log_q0, the rounding of an f64 product,
+    /// half away from zero) and log_q0.
+    pub fn switch_inputs(&self) -> (&[u64], f64, u32) {
+        let log_q0 = self.params.log_q0;
+        (&self.scaled_b, switch_scale(log_q0), log_q0)
+    }
+
+    /// A key's half of the digest from values a device switched as
+    /// [`switch_inputs`](Self::switch_inputs) says: ℓ rows of the batch's length.
+    ///
+    /// # Panics
+    /// When a value is not below 2^log_q0 or the length is not ℓ rows of the batch's length.
+    pub fn finish_switched(&self, values: &[u32]) -> BatchDigest {
+        let p = self.params;
         assert_eq!(
-            coefficients.len(),
-            ell * self.count,
+            values.len(),
+            p.ell * self.count,
             "ℓ rows of the batch's length"
         );
-        self.digest_of(coefficients, self.count)
+        let bound = 1u64 << p.log_q0;
+        let values: Vec<u64> = values.iter().map(|&v| u64::from(v)).collect();
+        assert!(values.iter().all(|&v| v < bound), "values below 2^log_q0");
+        BatchDigest::from_values(p, self.count, values)
     }
 
     /// The digest half from a key's products in coefficients: ℓ rows of `stride` (at least

@@ -130,8 +130,13 @@ pub(crate) fn centered(x: u64) -> i64 {
 /// prediction counts is unchanged.
 #[inline(always)]
 pub(crate) fn switch(x: u64, log_to: u32) -> u64 {
-    let scale = f64::from(log_to).exp2() / Q as f64;
-    ((x as f64 * scale).round() as u64) & ((1u64 << log_to) - 1)
+    ((x as f64 * switch_scale(log_to)).round() as u64) & ((1u64 << log_to) - 1)
+}
+
+/// The factor [`switch`] multiplies by: 2^log_to / Q, as an f64.
+#[inline(always)]
+pub(crate) fn switch_scale(log_to: u32) -> f64 {
+    f64::from(log_to).exp2() / Q as f64
 }
 
 /// The negacyclic product of two polynomials whose centred product fits in (−Q/2, Q/2):
