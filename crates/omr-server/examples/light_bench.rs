@@ -147,6 +147,11 @@ async fn main() -> anyhow::Result<()> {
     let detect_wall = t0.elapsed().as_secs_f64();
     let detect_cpu = cpu_secs(pid);
     let pool_secs = metric(&api, "omr_detect_seconds_total").await;
+    // The keys' first loads (from the store): how many, and their wall times added up.
+    let loads = (
+        metric(&api, "omr_key_load_seconds_count{source=\"store\"}").await,
+        metric(&api, "omr_key_load_seconds_sum{source=\"store\"}").await,
+    );
     let (rss, hwm) = (status_bytes(pid, "VmRSS"), status_bytes(pid, "VmHWM"));
 
     // Sync: the recipient's digests over the whole board, then its payloads by PIR.
@@ -332,7 +337,10 @@ async fn main() -> anyhow::Result<()> {
                 "omrd_cores_busy": detect_cpu / detect_wall,
                 "cores_busy_fraction": detect_cpu / detect_wall / threads as f64,
                 "within_1_25_cpu_per_core": detect_wall <= 1.25 * detect_cpu / threads as f64,
+                // The pool's jobs' wall time (each job spreads over every thread).
                 "pool_s": pool_secs,
+                "key_loads_from_store": loads.0,
+                "key_load_s_sum": loads.1,
                 // All in: the board's ingest and its detection.
                 "cpu_us_per_message_all_keys": (ingest.0 + detect_cpu) / board as f64 * 1e6,
                 "cpu_us_per_message_key": (ingest.0 + detect_cpu) / pairs * 1e6,

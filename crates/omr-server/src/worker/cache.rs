@@ -44,6 +44,10 @@ pub(super) struct KeyCache<S: DetectionScheme> {
     /// The cursors of keys evicted since the worker last listed its keys, where the list may
     /// still show an older one.
     evicted: HashMap<String, u64>,
+    /// Keys whose entry changed since the last [`take_changed`](Self::take_changed): loaded,
+    /// evicted, removed, or handed out to be changed (its cursor). A plan brings only their
+    /// views up to date, not every key's.
+    changed: HashSet<String>,
     files: KeyFiles<S>,
 }
 
@@ -60,6 +64,7 @@ impl<S: DetectionScheme> KeyCache<S> {
             load_secs: None,
             loading: 0,
             evicted: HashMap::new(),
+            changed: HashSet::new(),
             files: KeyFiles::open(config, &state.metrics, scheme),
         }
     }
@@ -87,6 +92,12 @@ impl<S: DetectionScheme> KeyCache<S> {
     /// Mean seconds one load took, if any happened.
     pub(super) fn load_secs(&self) -> Option<f64> {
         self.load_secs
+    }
+
+    /// The keys whose cursor or presence here may have changed since the last call (the
+    /// listing of [`retain_only`](Self::retain_only) resets what a plan knows of every key).
+    pub(super) fn take_changed(&mut self) -> HashSet<String> {
+        std::mem::take(&mut self.changed)
     }
 
     /// Whether `key_id` is in memory.
@@ -137,6 +148,7 @@ impl<S: DetectionScheme> KeyCache<S> {
         let bytes = S::key_memory_bytes(&loaded);
         self.key_bytes = self.key_bytes.max(bytes);
         let evicted = self.evicted.remove(&key.key_id).unwrap_or(0);
+        self.changed.insert(key.key_id.clone());
         self.keys.insert(
             key.key_id.clone(),
             CachedKey {
@@ -154,24 +166,29 @@ impl<S: DetectionScheme> KeyCache<S> {
     pub(super) fn touch(&mut self, key_id: &str) -> Option<&mut CachedKey<S>> {
         let entry = self.keys.get_mut(key_id)?;
         entry.used = Instant::now();
+        self.changed.insert(key_id.to_string());
         Some(entry)
     }
 
     /// `key_id`'s entry, if it is cached.
     pub(super) fn get_mut(&mut self, key_id: &str) -> Option<&mut CachedKey<S>> {
-        self.keys.get_mut(key_id)
+        let entry = self.keys.get_mut(key_id)?;
+        self.changed.insert(key_id.to_string());
+        Some(entry)
     }
 
     /// `key_id`, no longer in memory, committed up to `cursor`.
     pub(super) fn evicted_at(&mut self, key_id: &str, cursor: u64) {
         let at = self.evicted.entry(key_id.to_string()).or_insert(cursor);
         *at = (*at).max(cursor);
+        self.changed.insert(key_id.to_string());
     }
 
     /// Forget `key_id`: the next batch reloads it and its cursor.
     pub(super) fn remove(&mut self, key_id: &str) {
         self.keys.remove(key_id);
         self.evicted.remove(key_id);
+        self.changed.insert(key_id.to_string());
     }
 
     /// Drop every key not among `keys` (deleted, or no longer leased here), and the evicted
@@ -220,6 +237,7 @@ impl<S: DetectionScheme> KeyCache<S> {
                 .expect("not empty");
             tracing::debug!(key_id = %victim, "evicting expanded key to make room");
             if let Some(gone) = self.keys.remove(&victim) {
+                self.changed.insert(victim.clone());
                 self.evicted.insert(victim, gone.cursor);
             }
         }

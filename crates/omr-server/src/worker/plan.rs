@@ -99,16 +99,30 @@ impl<S: DetectionScheme> Worker<S> {
             self.reach(head, false).min(head),
             self.reach(head, true).min(head),
         ];
+        let changed = self.cache.take_changed();
         let listed = self.listed.as_mut().expect("listed above");
         let cache = &self.cache;
-        for (v, k) in Arc::make_mut(&mut listed.views)
-            .iter_mut()
-            .zip(listed.keys.iter())
-        {
+        let views = Arc::make_mut(&mut listed.views);
+        let update = |v: &mut KeyView, k: &ActiveKey| {
             v.cursor = cache.cursor(&k.key_id).unwrap_or(k.cursor).max(k.cursor);
             v.batch = batch.map_or(0, |d| v.cursor / d);
-            v.head = reach[usize::from(v.online)];
             v.cached = cache.contains(&k.key_id);
+        };
+        // A key's cursor and presence in memory change only through the cache, which says
+        // which: after a listing every view is made again, otherwise only those keys' are
+        // (no look-up per key per turn).
+        if relist {
+            views
+                .iter_mut()
+                .zip(listed.keys.iter())
+                .for_each(|(v, k)| update(v, k));
+        } else {
+            for i in changed.iter().filter_map(|id| listed.index.get(id)) {
+                update(&mut views[*i], &listed.keys[*i]);
+            }
+        }
+        for v in views.iter_mut() {
+            v.head = reach[usize::from(v.online)];
         }
         let plan = Plan {
             head,
