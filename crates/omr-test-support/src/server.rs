@@ -231,7 +231,10 @@ pub fn quick_light(config: &mut Config) {
 }
 
 /// Ephemeral ports, `data_dir`, the insecure test parameter set, no rate limits (every test
-/// request comes from one address; a test of the limits sets them); the rest omrd's defaults.
+/// request comes from one address; a test of the limits sets them), requests given 300 s instead
+/// of 30 (the suite runs its servers side by side on machines as small as two vCPUs, where a
+/// request that builds an epoch's PIR database passed 30 s; the tests of the timeouts set
+/// theirs); the rest omrd's defaults.
 fn test_config(data_dir: PathBuf) -> Config {
     Config {
         http_addr: "127.0.0.1:0".parse().expect("literal"),
@@ -240,6 +243,8 @@ fn test_config(data_dir: PathBuf) -> Config {
         database_url: None,
         param_set: omr_core::INSECURE_TEST.name.to_string(),
         allow_insecure_params: true,
+        request_timeout_secs: 300,
+        grpc_request_timeout_secs: 300,
         ..Config::default()
     }
     .without_rate_limits()
