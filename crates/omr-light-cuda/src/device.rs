@@ -11,7 +11,7 @@ use omr_light::{Batch, BatchDigest, ExpandedKey};
 use rayon::prelude::*;
 
 use crate::inverse::InverseTables;
-use crate::raw::{copy_back, pinned};
+use crate::raw::{copy_back, pinned, Plain};
 use crate::types::{CudaError, DeviceInfo, Stats};
 
 mod launches;
@@ -214,13 +214,10 @@ impl CudaPass {
         self.upload_batch(&mut state, batch)?;
         let most = capacity.min(keys.len()) * ell * d;
         let on_card = self.inverse.is_some();
-        if on_card && state.host_values.as_ref().is_none_or(|h| h.len() < most) {
-            state.host_values = None;
-            state.host_values = Some(pinned(self.stream.context(), most)?);
-        }
-        if !on_card && state.host.as_ref().is_none_or(|h| h.len() < most) {
-            state.host = None;
-            state.host = Some(pinned(self.stream.context(), most)?);
+        if on_card {
+            self.grow(&mut state.host_values, most)?;
+        } else {
+            self.grow(&mut state.host, most)?;
         }
         let mut digests = Vec::with_capacity(keys.len());
         for part in keys.chunks(capacity) {
@@ -237,7 +234,6 @@ impl CudaPass {
             };
             self.stream.synchronize()?;
             state.stats.kernel_seconds += started.elapsed().as_secs_f64();
-            let started = Instant::now();
             let State {
                 sums,
                 values,
@@ -247,25 +243,56 @@ impl CudaPass {
                 ..
             } = &mut *state;
             let per_key = words / part.len();
-            if on_card {
-                let host = &mut host_values.as_mut().expect("above").as_mut_slice()?[..words];
-                copy_back(&self.stream, values.as_ref().expect("by the launch"), host)?;
-                stats.download_seconds += started.elapsed().as_secs_f64();
-                let started = Instant::now();
-                let rows = host.par_chunks(per_key);
-                digests.par_extend(rows.map(|rows| batch.finish_switched(rows)));
-                stats.finish_seconds += started.elapsed().as_secs_f64();
+            let finished = if on_card {
+                let values = values.as_ref().expect("by the launch");
+                self.bring_back(values, host_values, words, per_key, stats, |rows| {
+                    batch.finish_switched(rows)
+                })?
             } else {
-                let host = &mut host.as_mut().expect("above").as_mut_slice()?[..words];
-                copy_back(&self.stream, sums.as_ref().expect("by the launch"), host)?;
-                stats.download_seconds += started.elapsed().as_secs_f64();
-                let started = Instant::now();
-                let rows = host.par_chunks_mut(per_key);
-                digests.par_extend(rows.map(|rows| batch.finish_products(rows)));
-                stats.finish_seconds += started.elapsed().as_secs_f64();
-            }
+                let sums = sums.as_ref().expect("by the launch");
+                self.bring_back(sums, host, words, per_key, stats, |rows| {
+                    batch.finish_products(rows)
+                })?
+            };
+            digests.extend(finished);
             state.stats.key_passes += part.len() as u64;
         }
+        Ok(digests)
+    }
+
+    /// Make `slot` hold at least `len` values of page-locked memory.
+    fn grow<T: Plain>(
+        &self,
+        slot: &mut Option<PinnedHostSlice<T>>,
+        len: usize,
+    ) -> Result<(), CudaError> {
+        if slot.as_ref().is_none_or(|h| h.len() < len) {
+            // The old buffer goes first: the two need not fit at once.
+            *slot = None;
+            *slot = Some(pinned(self.stream.context(), len)?);
+        }
+        Ok(())
+    }
+
+    /// Copy the first `words` values of `src` into `host` (grown by [`grow`](Self::grow)) and
+    /// `finish` each key's `per_key` of them into its digest, on the calling pool; the times
+    /// go to `stats`.
+    fn bring_back<T: Plain + Send + Sync>(
+        &self,
+        src: &CudaSlice<T>,
+        host: &mut Option<PinnedHostSlice<T>>,
+        words: usize,
+        per_key: usize,
+        stats: &mut Stats,
+        finish: impl Fn(&mut [T]) -> BatchDigest + Sync + Send,
+    ) -> Result<Vec<BatchDigest>, CudaError> {
+        let started = Instant::now();
+        let host = &mut host.as_mut().expect("grown first").as_mut_slice()?[..words];
+        copy_back(&self.stream, src, host)?;
+        stats.download_seconds += started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let digests = host.par_chunks_mut(per_key).map(finish).collect();
+        stats.finish_seconds += started.elapsed().as_secs_f64();
         Ok(digests)
     }
 

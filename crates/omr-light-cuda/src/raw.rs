@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchArgs, LaunchConfig,
-    PinnedHostSlice,
+    PinnedHostSlice, ValidAsZeroBits,
 };
 
 use crate::types::CudaError;
@@ -66,7 +66,7 @@ pub(crate) fn copy_back<T: DeviceRepr>(
 }
 
 /// Integers, for which every bit pattern is a valid value.
-pub(crate) trait Plain: DeviceRepr {}
+pub(crate) trait Plain: DeviceRepr + ValidAsZeroBits {}
 impl Plain for u32 {}
 impl Plain for u64 {}
 

@@ -63,9 +63,9 @@ pub struct Stats {
     /// Seconds from the launches to their completion (the products, and the inverse NTTs
     /// when they run on the card).
     pub kernel_seconds: f64,
-    /// Seconds copying back what the host finishes (the coefficients, or the whole sums).
+    /// Seconds copying back what the host finishes (the switched values, or the whole sums).
     pub download_seconds: f64,
-    /// Seconds of the host's part: the modulus switches (and the inverse NTTs when they do
-    /// not run on the card), wall time on the calling pool.
+    /// Seconds of the host's part: the values into digests (the inverse NTTs and the switches
+    /// too when they do not run on the card), wall time on the calling pool.
     pub finish_seconds: f64,
 }

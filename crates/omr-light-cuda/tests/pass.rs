@@ -29,6 +29,15 @@ fn clues(rng: &mut StdRng, to: &[SecretKey], count: usize) -> Vec<Clue> {
         .collect()
 }
 
+/// `count` keys and a batch of `clues` clues to them, from `seed`.
+fn keys_and_batch(seed: u64, count: usize, clue_count: usize) -> (Vec<ExpandedKey>, Batch) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let (secrets, expanded) = keys(&mut rng, count);
+    let clues = clues(&mut rng, &secrets, clue_count);
+    let batch = Batch::prepare(P, &clues.iter().collect::<Vec<_>>());
+    (expanded, batch)
+}
+
 /// The device, or why there is none (printed, so a run without a GPU says what it skipped).
 fn device(budget: u64, test: &str) -> Option<CudaPass> {
     match CudaPass::open(0, budget) {
@@ -132,11 +141,8 @@ fn keys_beyond_the_budget_are_time_shared_and_still_exact() {
         return;
     };
     assert_eq!(gpu.key_capacity(key_bytes as usize), 2);
-    let mut rng = StdRng::seed_from_u64(3);
-    let (secrets, expanded) = keys(&mut rng, 5);
+    let (expanded, batch) = keys_and_batch(3, 5, 2048);
     let refs: Vec<&ExpandedKey> = expanded.iter().collect();
-    let clues = clues(&mut rng, &secrets, 2048);
-    let batch = Batch::prepare(P, &clues.iter().collect::<Vec<_>>());
     let want = batch.detect_many(&refs);
     assert_eq!(gpu.detect_many(&batch, &refs).unwrap(), want);
     assert!(gpu.resident_keys() <= 2, "{} resident", gpu.resident_keys());
@@ -169,11 +175,8 @@ fn every_keys_per_thread_gives_the_cpu_pass() {
     if device(1 << 34, "keys_per_thread").is_none() {
         return;
     }
-    let mut rng = StdRng::seed_from_u64(4);
-    let (secrets, expanded) = keys(&mut rng, 5);
+    let (expanded, batch) = keys_and_batch(4, 5, 1500);
     let refs: Vec<&ExpandedKey> = expanded.iter().collect();
-    let clues = clues(&mut rng, &secrets, 1500);
-    let batch = Batch::prepare(P, &clues.iter().collect::<Vec<_>>());
     let want = batch.detect_many(&refs);
     for keys_per_thread in [1, 3, 4] {
         let gpu = CudaPass::open_tuned(0, 1 << 34, keys_per_thread).unwrap();
