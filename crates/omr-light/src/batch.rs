@@ -12,7 +12,8 @@
 use crate::clue::{centre, Clue};
 use crate::digest::{BatchDigest, SharedHalf};
 use crate::fresh_id;
-use crate::keys::{scatter, to_blocks, ExpandedKey, LANES};
+use crate::keys::ExpandedKey;
+use crate::layout::{scatter, to_blocks, LANES};
 use crate::params::LightParams;
 use crate::ring::{lift, reduce128, sub, switch, switch_scale, Ntt};
 use crate::sample::crs_row;

@@ -13,13 +13,11 @@ use omr_core::OmrError;
 use rand::RngCore;
 
 use crate::codec::{open, write_header, Kind, HEADER_LEN};
+use crate::layout::to_blocks;
+pub use crate::layout::ExpandedKey;
 use crate::params::LightParams;
 use crate::ring::{add, centre_bits, lift, mul, sub, Ntt};
 use crate::sample::{cbd1, crs_row, stream, uniform_bits};
-
-/// Lanes of one block of the expanded key and of a prepared batch: the kernel keeps 2·ℓ·W
-/// 128-bit sums in L1 while it streams a block.
-pub(crate) const LANES: usize = 32;
 
 /// A recipient's secret key.
 #[derive(Clone)]
@@ -69,23 +67,6 @@ pub struct DetectionKey {
 impl std::fmt::Debug for DetectionKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DetectionKey")
-            .field("params", &self.params.name)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A detection key laid out for the kernel: block b of W lanes holds, for every j, the W residues
-/// of polynomial j at NTT positions b·W..(b+1)·W, so one block is one contiguous stream.
-pub struct ExpandedKey {
-    pub(crate) params: &'static LightParams,
-    pub(crate) blocks: Vec<u64>,
-    /// Unique in the process, never reused (the words never change): a device's name for it.
-    id: u64,
-}
-
-impl std::fmt::Debug for ExpandedKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExpandedKey")
             .field("params", &self.params.name)
             .finish_non_exhaustive()
     }
@@ -268,93 +249,12 @@ impl DetectionKey {
 
     /// The key in the kernel's layout.
     pub fn expand(&self) -> ExpandedKey {
-        ExpandedKey {
-            params: self.params,
-            blocks: to_blocks(&self.c, self.params.n, self.params.batch),
-            id: crate::fresh_id(),
-        }
+        ExpandedKey::new(
+            self.params,
+            to_blocks(&self.c, self.params.n, self.params.batch),
+        )
     }
 }
-
-impl ExpandedKey {
-    pub fn params(&self) -> &'static LightParams {
-        self.params
-    }
-
-    /// The kernel's layout (blocks of [`LANES`](Self::LANES) positions, each every j's lanes),
-    /// for a device pass (omr-light-cuda) that must read what the CPU kernel reads.
-    pub fn blocks(&self) -> &[u64] {
-        &self.blocks
-    }
-
-    /// Lanes of one block of [`blocks`](Self::blocks).
-    pub const LANES: usize = LANES;
-
-    /// This key's number, unique in the process: a device keeps it resident under it.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// Bytes of memory it holds.
-    pub fn memory_bytes(&self) -> usize {
-        self.blocks.len() * 8
-    }
-
-    /// Decode straight into the kernel's layout (what a worker loads).
-    pub fn from_bytes(bytes: &[u8]) -> Result<ExpandedKey, OmrError> {
-        Ok(DetectionKey::from_bytes(bytes)?.expand())
-    }
-
-    /// Write the key as a worker's local file: the set's id, then the kernel's layout as
-    /// little-endian words, so that loading it is one read (no unpacking, no re-layout). For a
-    /// server's own disk only: [`DetectionKey::to_bytes`] is the transport encoding.
-    pub fn write_local(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
-        w.write_all(&[LOCAL_MAGIC, self.params.id])?;
-        let mut buf = Vec::with_capacity(1 << 16);
-        for chunk in self.blocks.chunks(1 << 13) {
-            buf.clear();
-            buf.extend(chunk.iter().flat_map(|v| v.to_le_bytes()));
-            w.write_all(&buf)?;
-        }
-        Ok(())
-    }
-
-    /// Read a file [`write_local`](Self::write_local) wrote for `params`; every word is checked
-    /// to be a residue below Q (a torn or foreign file is refused, not detected with).
-    pub fn read_local(
-        params: &'static LightParams,
-        r: &mut dyn std::io::Read,
-    ) -> Result<ExpandedKey, OmrError> {
-        let bad = |m: String| OmrError::malformed("local detection key file", m);
-        let mut head = [0u8; 2];
-        r.read_exact(&mut head).map_err(|e| bad(e.to_string()))?;
-        if head != [LOCAL_MAGIC, params.id] {
-            return Err(bad(format!("header {head:?} is not {}'s", params.name)));
-        }
-        let words = params.n * params.batch;
-        let mut bytes = vec![0u8; words * 8];
-        r.read_exact(&mut bytes).map_err(|e| bad(e.to_string()))?;
-        let mut extra = [0u8; 1];
-        if r.read(&mut extra).map_err(|e| bad(e.to_string()))? != 0 {
-            return Err(bad("bytes after the key".into()));
-        }
-        let blocks: Vec<u64> = bytes
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        if let Some(i) = blocks.iter().position(|&v| v >= params.q) {
-            return Err(bad(format!("word {i} is not below the modulus")));
-        }
-        Ok(ExpandedKey {
-            params,
-            blocks,
-            id: crate::fresh_id(),
-        })
-    }
-}
-
-/// The first byte of a worker's local key file.
-const LOCAL_MAGIC: u8 = 0xb7;
 
 /// `count` packed residues of `q_bits` bits, each checked to be below Q.
 pub(crate) fn read_residues(
@@ -376,24 +276,5 @@ fn below_modulus(
     match values.position(|v| v >= p.q) {
         Some(i) => Err(r.err(format!("residue {i} is not below the modulus"))),
         None => Ok(()),
-    }
-}
-
-/// Rows of `width` residues (row-major, `rows` of them) into blocks of [`LANES`] columns.
-pub(crate) fn to_blocks(rows_data: &[u64], rows: usize, width: usize) -> Vec<u64> {
-    let mut out = vec![0u64; rows * width];
-    for (m, row) in rows_data.chunks_exact(width).enumerate() {
-        scatter(&mut out, rows, m, row);
-    }
-    out
-}
-
-/// Row `m` (natural layout, D residues) into the blocks of a `rows`-row blocked array.
-pub(crate) fn scatter(blocked: &mut [u64], rows: usize, m: usize, row: &[u64]) {
-    for (block, src) in blocked
-        .chunks_exact_mut(rows * LANES)
-        .zip(row.chunks_exact(LANES))
-    {
-        block[m * LANES..][..LANES].copy_from_slice(src);
     }
 }

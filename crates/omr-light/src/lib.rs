@@ -18,6 +18,7 @@ pub mod digest;
 pub mod expand;
 pub mod fetch;
 pub mod keys;
+mod layout;
 pub mod params;
 pub mod pir;
 mod ring;

@@ -1,5 +1,6 @@
 //! omr-light-v1 end to end: keys, clues at chosen slots, one shared preparation, every key's
-//! pass, digests through their encoding, decoding; every encoding round-tripped and refused by
+//! pass, digests through their encoding, decoding; every encoding round-tripped (a key also into
+//! the kernel's layout and a worker's local file) and refused by
 //! the TFHE decoders (and theirs here); the noise and the false-positive rate
 //! measured against the prediction.
 
@@ -256,11 +257,26 @@ fn every_encoding_round_trips_and_the_other_scheme_refuses_it() {
         &[&encoded[..], &[0]].concat(),
     ] {
         let (checked, decoded) = (check(bad), omr_light::DetectionKey::from_bytes(bad));
-        assert_eq!(
-            checked.unwrap_err().to_string(),
-            decoded.unwrap_err().to_string()
-        );
+        let expanded = ExpandedKey::from_bytes(bad).map(|_| ()).unwrap_err();
+        let refused = decoded.unwrap_err().to_string();
+        assert_eq!(checked.unwrap_err().to_string(), refused);
+        assert_eq!(expanded.to_string(), refused);
     }
+    // Decoding straight into the kernel's layout gives the layout of the decoded key, and a
+    // worker's local file reads back to it; a word of that file at or above Q is refused.
+    let expanded = ExpandedKey::from_bytes(&encoded).unwrap();
+    assert_eq!(expanded.blocks(), dk.expand().blocks());
+    let mut local = Vec::new();
+    expanded.write_local(&mut local).unwrap();
+    let read = ExpandedKey::read_local(P, &mut &local[..]).unwrap();
+    assert_eq!(read.blocks(), expanded.blocks());
+    let last = local.len() - 8;
+    local[last..].fill(0xff);
+    let refused = ExpandedKey::read_local(P, &mut &local[..])
+        .map(|_| ())
+        .unwrap_err();
+    assert!(refused.to_string().contains("modulus"), "{refused}");
+    assert!(ExpandedKey::read_local(P, &mut &local[..last]).is_err());
 
     // A light clue is not a TFHE clue, and a TFHE clue names its set when refused here.
     assert!(omr_core::Clue::from_bytes(&bytes).is_err());

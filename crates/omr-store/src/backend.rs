@@ -118,6 +118,12 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The SQLite pool's size: one connection per core, at least 4 and at most 16.
+fn sqlite_connections() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+    cores.clamp(4, 16) as u32
+}
+
 /// A stored BIGINT that must not be negative.
 pub(crate) fn to_u64(v: i64, what: &str) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative {what}: {v}")))
@@ -137,17 +143,22 @@ impl Store {
         let mut options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(30));
         options = match backend {
             Backend::Postgres => options.max_connections(16),
-            Backend::Sqlite => options.max_connections(4).after_connect(|conn, _| {
-                Box::pin(async move {
-                    // Durable: WAL with a full fsync at every commit.
-                    conn.execute(
-                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+            // Readers run side by side in WAL mode (writes take `sqlite_writer`, one at a
+            // time): a connection per core, 4 to 16, so that a worker loading keys on every
+            // core (a light key is a 32.5 MB read) leaves connections to the API.
+            Backend::Sqlite => {
+                (options.max_connections(sqlite_connections())).after_connect(|conn, _| {
+                    Box::pin(async move {
+                        // Durable: WAL with a full fsync at every commit.
+                        conn.execute(
+                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
                          PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
-                    )
-                    .await?;
-                    Ok(())
+                        )
+                        .await?;
+                        Ok(())
+                    })
                 })
-            }),
+            }
         };
         let pool = options.connect(url).await?;
         match backend {

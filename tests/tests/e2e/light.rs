@@ -2,7 +2,8 @@
 //! unregistered one share a board of 64 messages (the first and the last index among theirs);
 //! each recipient's digest, asked for while the batch is still open, decodes to exactly its
 //! messages. A full batch is detected for a key whose recipient is offline and the next batch's
-//! messages once it comes online; the closed epoch's payloads and an attachment come back
+//! messages once it comes online; keys behind load while others are detected, and every digest
+//! is exact; the closed epoch's payloads and an attachment come back
 //! byte-exact by PIR, the same number of queries whatever the recipient has there, and PIR
 //! refuses the open epoch and one past the board. Keys and clues of the other scheme are refused, as are
 //! malformed light clues and keys, and nothing is stored.
@@ -23,6 +24,7 @@ use serde_json::{json, Value};
 test_each_backend!(
     light_digests_are_exact_through_the_service,
     an_offline_key_is_detected_batch_by_batch,
+    offline_keys_load_while_others_are_detected,
     keys_and_clues_of_the_other_scheme_are_refused,
 );
 
@@ -164,6 +166,41 @@ async fn an_offline_key_is_detected_batch_by_batch(db: &TestDb) {
         assert_eq!(response.status(), status, "epoch {epoch}");
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["code"], code, "{body}");
+    }
+}
+
+async fn offline_keys_load_while_others_are_detected(db: &TestDb) {
+    // Five offline keys a full batch behind, on two threads. The first key loads alone (no key
+    // size known yet), the second with the next in the queue beside it; that one is in memory
+    // and first in the queue next, so its turn detects while the last two load ahead.
+    let s = light_server(db).await;
+    let api = s.client();
+    let mut recipients = Vec::new();
+    for _ in 0..5 {
+        recipients.push(api.register_light().await);
+    }
+    let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
+    let d = OMR_LIGHT_V1.batch as u64;
+    let to = |i: u64| (i % 97 < 5).then_some((i % 97) as usize);
+    let messages = (0..d)
+        .map(|i| {
+            let address = to(i).map_or(stranger.clone(), |r| recipients[r].secret.address());
+            light_message(&address, format!("m{i}").as_bytes())
+        })
+        .collect();
+    api.post_all(messages).await;
+    // Offline (no digest asked for yet): every key is detected once, batch by batch.
+    wait_for(CATCH_UP, "every key detected the batch", || async {
+        (api.metric("omr_detections_total").await >= Some(5.0 * d as f64)).then_some(())
+    })
+    .await;
+    let ahead = api.metric("omr_key_loads_ahead_total").await.unwrap_or(0.0);
+    assert!(ahead >= 1.0, "no key loaded beside another key's turn");
+    for (n, r) in recipients.iter().enumerate() {
+        let (start, end, got) = api.light_caught_up(r).await;
+        assert_eq!((start, end), (0, d));
+        let want: Vec<u64> = (0..d).filter(|&i| to(i) == Some(n)).collect();
+        assert_eq!(got, want, "key {}", r.key_id);
     }
 }
 

@@ -29,6 +29,9 @@ pub struct DetectionMetrics {
     /// pool), and the keys they served.
     pub group_turns: IntCounter,
     pub group_keys: IntCounter,
+    /// Key loads begun beside a turn that detects keys in memory, ahead of the loaded key's own
+    /// turn.
+    pub loads_ahead: IntCounter,
     /// Time the worker loop spends planning each turn (its leases, its keys and the board head
     /// from the store, the queue, these metrics): what every turn pays whatever it detects.
     pub plan_seconds: Histogram,
@@ -87,6 +90,11 @@ impl DetectionMetrics {
                 "Keys served by detection turns that served several at once",
             )
             .expect("metric"),
+            loads_ahead: IntCounter::new(
+                "key_loads_ahead_total",
+                "Key loads begun beside a turn detecting keys in memory, ahead of their own turn",
+            )
+            .expect("metric"),
             plan_seconds: Histogram::with_opts(
                 HistogramOpts::new(
                     "detect_plan_seconds",
@@ -128,6 +136,7 @@ impl DetectionMetrics {
             Box::new(m.min_load_batch.clone()),
             Box::new(m.group_turns.clone()),
             Box::new(m.group_keys.clone()),
+            Box::new(m.loads_ahead.clone()),
             Box::new(m.plan_seconds.clone()),
             Box::new(m.keys_behind.clone()),
             Box::new(m.keys_unassigned.clone()),

@@ -7,7 +7,8 @@
 //!
 //! This module is the loop; each concern it calls on has a module of its own: `plan` (the keys,
 //! their cursors, who is online, the board head), `schedule` (which key next), `turn` (serving one key until it yields), `leases` (taking, renewing and releasing
-//! them), `cache` (expanded keys within the memory budget), `key_files` (loading them: expanded
+//! them), `cache` (expanded keys within the memory budget), `ahead` (keys loaded beside a turn, before
+//! theirs), `key_files` (loading them: expanded
 //! files on local disk, or the store; `key_dir`, the files' directory), `step` (one batch for one
 //! key), `pool` (the rayon pools, one per `Lane`: bulk, and online at a higher priority),
 //! `publish` (what it does, for GetKeyStatus), `supervise` (restarting the loop when it fails),
@@ -16,6 +17,7 @@
 //! The loop is generic over the detection scheme (`crate::scheme`): [`run`] dispatches on the
 //! server's scheme once; the scheme expands keys, detects and folds, and encodes what is stored.
 
+mod ahead;
 mod cache;
 mod context;
 mod key_dir;
@@ -67,6 +69,8 @@ struct Worker<S: DetectionScheme> {
     published: publish::Published,
     /// This worker's keys as last listed from the store.
     listed: Option<Listed>,
+    /// Keys being loaded beside the turns, ahead of their own.
+    ahead: ahead::Ahead<S>,
 }
 
 /// The worker, supervised: the loop runs until `cancel` fires (after finishing the batch in
@@ -145,6 +149,7 @@ impl<S: DetectionScheme> Worker<S> {
             per_message_secs: None,
             published,
             listed: None,
+            ahead: ahead::Ahead::default(),
         }
     }
 
@@ -154,6 +159,7 @@ impl<S: DetectionScheme> Worker<S> {
     async fn serve_until(&mut self, cancel: &CancellationToken) {
         while !cancel.is_cancelled() {
             let planning = Instant::now();
+            self.keep_loaded_ahead();
             let planned = self.plan().await;
             self.state.worker_health.round_planned(planned.is_some());
             let Some(plan) = planned else {
@@ -177,8 +183,21 @@ impl<S: DetectionScheme> Worker<S> {
                 } => (self.queue).companions(&plan.views, plan.head, key_id, self.fill()),
                 _ => Vec::new(),
             };
+            // A bulk turn of keys in memory: the next cold keys load beside it.
+            if let Pick::Serve {
+                key_id,
+                lane: Lane::Bulk,
+            } = &pick
+            {
+                if self.cache.contains(key_id) {
+                    let busy: Vec<&str> = std::iter::once(key_id.as_str())
+                        .chain(group.iter().map(String::as_str))
+                        .collect();
+                    self.load_ahead(&plan, &busy);
+                }
+            }
             // Everything a turn pays before it detects: the plan, the pick, the published
-            // schedule and the companions.
+            // schedule, the companions and the loads begun ahead.
             let took = planning.elapsed().as_secs_f64();
             self.state.metrics.detection.plan_seconds.observe(took);
             match pick {

@@ -160,40 +160,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             if !step::has_work(&self.state, &self.cache, key, reach).await? {
                 return Ok(step::Batch::NOTHING);
             }
-            // While memory has room, the next keys waiting behind this one load beside it: a
-            // load reads the store or a file and then expands, one key alone leaves cores idle.
-            let mut keys = vec![key.clone()];
-            if alongside && lane == Lane::Bulk {
-                keys.extend(self.loads_beside(plan, key));
-            }
-            let loads: Vec<_> = (keys.iter())
-                .map(|k| (self.cache).begin_load(&self.state, &pool, k, &plan.online))
-                .collect();
-            let loaded = futures::future::join_all(loads);
-            let loaded = if alongside {
-                let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
-                let all = async move { Ok::<_, anyhow::Error>(loaded.await) };
-                self.alongside_online(plan, &busy, all).await
-            } else {
-                Ok(loaded.await)
-            };
-            let mut loaded = match loaded {
-                Ok(loaded) => loaded,
-                Err(e) => {
-                    // Release every reservation: the loads' task failed as a whole.
-                    for k in &keys {
-                        let _ = self.cache.end_load(k, Err(anyhow::anyhow!("{e}")));
-                    }
-                    return Err(e);
-                }
-            };
-            let own = loaded.remove(0);
-            for (k, l) in keys[1..].iter().zip(loaded) {
-                if let Err(e) = self.cache.end_load(k, l) {
-                    tracing::warn!(key_id = %k.key_id, error = %e, "loading a key beside another failed");
-                }
-            }
-            self.cache.end_load(key, own)?;
+            self.load(plan, key, lane, alongside).await?;
         }
         let limit = self.batch_limit();
         let Some(job) = step::prepare(&self.state, &mut self.cache, key, limit, reach).await?
@@ -209,6 +176,68 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         Ok(step::finish(&self.state, &mut self.cache, done))
     }
 
+    /// Load `key` (not in memory) for its batch on `lane`: wait for its load ahead when one is
+    /// under way, otherwise load it, and while memory has room the next keys waiting behind it
+    /// beside it (a load reads the store or a file and then expands: one key alone leaves cores
+    /// idle). With `alongside`, the loads run as a task of their own while the loop serves the
+    /// other online keys of `plan` as messages arrive.
+    async fn load(
+        &mut self,
+        plan: &Plan,
+        key: &ActiveKey,
+        lane: Lane,
+        alongside: bool,
+    ) -> anyhow::Result<()> {
+        if let Some(ahead) = self.take_ahead(&key.key_id) {
+            let loaded = if alongside {
+                let wait = async move { Ok::<_, anyhow::Error>(ahead.await) };
+                self.alongside_online(plan, &[&key.key_id], wait).await
+            } else {
+                Ok(ahead.await)
+            };
+            return match loaded {
+                Ok(loaded) => self.cache.end_load(key, loaded),
+                Err(e) => {
+                    let _ = self.cache.end_load(key, Err(anyhow::anyhow!("{e}")));
+                    Err(e)
+                }
+            };
+        }
+        let pool = self.pools.of(lane).clone();
+        let mut keys = vec![key.clone()];
+        if alongside && lane == Lane::Bulk {
+            keys.extend(self.loads_beside(plan, key));
+        }
+        let loads: Vec<_> = (keys.iter())
+            .map(|k| (self.cache).begin_load(&self.state, &pool, k, &plan.online))
+            .collect();
+        let loaded = futures::future::join_all(loads);
+        let loaded = if alongside {
+            let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
+            let all = async move { Ok::<_, anyhow::Error>(loaded.await) };
+            self.alongside_online(plan, &busy, all).await
+        } else {
+            Ok(loaded.await)
+        };
+        let mut loaded = match loaded {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                // Release every reservation: the loads' task failed as a whole.
+                for k in &keys {
+                    let _ = self.cache.end_load(k, Err(anyhow::anyhow!("{e}")));
+                }
+                return Err(e);
+            }
+        };
+        let own = loaded.remove(0);
+        for (k, l) in keys[1..].iter().zip(loaded) {
+            if let Err(e) = self.cache.end_load(k, l) {
+                tracing::warn!(key_id = %k.key_id, error = %e, "loading a key beside another failed");
+            }
+        }
+        self.cache.end_load(key, own)
+    }
+
     /// Offline keys of `plan` not in memory, next in the queue after `key`, with messages to
     /// detect: as many as fit in memory without evicting a key (each load reserves its room),
     /// and at most one per detection thread besides `key`'s.
@@ -216,7 +245,11 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         let room = self.cache.room_for().saturating_sub(1);
         let take = room.min(self.pools.threads().saturating_sub(1));
         let cold = (plan.views.iter()).filter(|v| {
-            v.behind(plan.head) > 0 && v.key_id != key.key_id && !v.online && !v.cached
+            v.behind(plan.head) > 0
+                && v.key_id != key.key_id
+                && !v.online
+                && !v.cached
+                && !self.ahead.contains(&v.key_id)
         });
         (self.queue.first(cold, take).into_iter())
             .filter_map(|v| plan.key(&v.key_id).cloned())
@@ -309,7 +342,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
 /// A task aborted when its handle is dropped (the loop was cancelled or restarted while it ran).
 /// A job already on the pool finishes there; a commit that did not happen leaves the cursor
 /// where it was, and the next batch redoes the work.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+pub(super) struct AbortOnDrop<T>(pub(super) tokio::task::JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {

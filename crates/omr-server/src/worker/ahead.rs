@@ -1,0 +1,124 @@
+//! Keys loaded ahead of their turn: while the pool detects keys already in memory, the next
+//! cold keys in the queue (offline, behind, not in memory) are read from the store or their
+//! files and laid out beside it, as many as memory holds without evicting a key and at most one
+//! per detection thread. A load is mostly waiting for the store and copying bytes; run between
+//! turns, as before, it left the pool idle: on 16 cores a catch-up of 200 light keys spent
+//! two thirds of its wall time loading (docs/operations.md, "Sizing").
+//!
+//! A key loaded ahead keeps its room reserved in the cache until its load ends; the loop keeps
+//! it when it finished ([`Worker::keep_loaded_ahead`], before each plan), and a turn that picks
+//! a key whose load is under way waits for that load instead of starting another.
+
+use std::future::Future;
+
+use futures::FutureExt;
+use tracing::Instrument;
+
+use omr_store::ActiveKey;
+
+use super::cache::Loaded;
+use super::pool::Lane;
+use super::turn::AbortOnDrop;
+use super::{supervise, Plan, Worker};
+use crate::scheme::DetectionScheme;
+
+/// A load under way beside a turn.
+type Pending<S> = AbortOnDrop<anyhow::Result<Loaded<S>>>;
+
+/// The loads under way, by key.
+pub(super) struct Ahead<S: DetectionScheme> {
+    loads: Vec<(ActiveKey, Pending<S>)>,
+}
+
+impl<S: DetectionScheme> Default for Ahead<S> {
+    fn default() -> Self {
+        Self { loads: Vec::new() }
+    }
+}
+
+impl<S: DetectionScheme> Ahead<S> {
+    /// Whether `key_id` is being loaded ahead.
+    pub(super) fn contains(&self, key_id: &str) -> bool {
+        self.loads.iter().any(|(k, _)| k.key_id == key_id)
+    }
+}
+
+impl<S: DetectionScheme> Worker<S> {
+    /// Begin loading the cold keys next in the queue after the keys `busy` that a bulk turn is
+    /// about to detect, while memory has room for them without evicting a key.
+    pub(super) fn load_ahead(&mut self, plan: &Plan, busy: &[&str]) {
+        // Every key in memory (the steady state) or nothing known of a key's size: no look at
+        // the queue.
+        if self.cache.len() + self.ahead.loads.len() >= plan.keys.len() {
+            return;
+        }
+        let take = (self.cache.room_for())
+            .min(self.pools.threads().saturating_sub(self.ahead.loads.len()));
+        if take == 0 {
+            return;
+        }
+        let ahead = &self.ahead;
+        let cold = plan.views.iter().filter(|v| {
+            v.behind(plan.head) > 0
+                && !v.online
+                && !v.cached
+                && !busy.contains(&v.key_id.as_str())
+                && !ahead.contains(&v.key_id)
+        });
+        let keys: Vec<ActiveKey> = (self.queue.first(cold, take).into_iter())
+            .filter_map(|v| plan.key(&v.key_id).cloned())
+            .collect();
+        let pool = self.pools.of(Lane::Bulk).clone();
+        for key in keys {
+            let span = tracing::debug_span!("load_ahead", key_id = %key.key_id);
+            let load = (self.cache).begin_load(&self.state, &pool, &key, &plan.online);
+            let task = tokio::spawn(supervise::in_incarnation(load.instrument(span)));
+            self.state.metrics.detection.loads_ahead.inc();
+            self.ahead.loads.push((key, AbortOnDrop(task)));
+        }
+    }
+
+    /// Keep the keys whose load ahead ended (a failed one is logged and loaded again by its
+    /// turn).
+    pub(super) fn keep_loaded_ahead(&mut self) {
+        let mut i = 0;
+        while i < self.ahead.loads.len() {
+            if !self.ahead.loads[i].1 .0.is_finished() {
+                i += 1;
+                continue;
+            }
+            let (key, mut task) = self.ahead.loads.swap_remove(i);
+            let loaded = (&mut task.0)
+                .now_or_never()
+                .expect("a finished task answers at once");
+            self.end_ahead(&key, joined(loaded));
+        }
+    }
+
+    /// The load of `key` under way ahead of its turn, if any, to wait for instead of loading
+    /// it again; pass what it gives to [`KeyCache::end_load`](super::cache::KeyCache::end_load).
+    pub(super) fn take_ahead(
+        &mut self,
+        key_id: &str,
+    ) -> Option<impl Future<Output = anyhow::Result<Loaded<S>>> + Send + 'static> {
+        let i = self
+            .ahead
+            .loads
+            .iter()
+            .position(|(k, _)| k.key_id == key_id)?;
+        let (_, mut task) = self.ahead.loads.swap_remove(i);
+        Some(async move { joined((&mut task.0).await) })
+    }
+
+    /// Keep (or log the failure of) `key`'s load ahead.
+    fn end_ahead(&mut self, key: &ActiveKey, loaded: anyhow::Result<Loaded<S>>) {
+        if let Err(e) = self.cache.end_load(key, loaded) {
+            tracing::warn!(key_id = %key.key_id, error = %e, "loading a key ahead of its turn failed");
+        }
+    }
+}
+
+/// A load task's answer, its panic or cancellation as an error.
+fn joined<T>(out: Result<anyhow::Result<T>, tokio::task::JoinError>) -> anyhow::Result<T> {
+    out.map_err(|e| anyhow::anyhow!("a key's load failed: {e}"))?
+}
