@@ -82,6 +82,13 @@ pub trait DetectionScheme: Clone + Send + Sync + 'static {
     fn write_key_file(key: &Self::Key, w: &mut dyn Write) -> std::io::Result<()>;
     /// Read a key written by [`write_key_file`](Self::write_key_file) on this machine.
     fn read_key_file(&self, r: &mut dyn Read) -> Result<Self::Key, OmrError>;
+    /// Whether a key's local file is written as soon as it is loaded from the store (its next
+    /// load, after a restart or an eviction, then skips the expansion), or only when it leaves
+    /// memory, that is when a reload is to come: for a key whose expansion costs about what
+    /// writing its file does.
+    fn key_file_at_load(&self) -> bool {
+        true
+    }
 
     // Detection.
     /// A new, empty state starting at board index `start`.

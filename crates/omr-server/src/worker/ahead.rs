@@ -1,9 +1,11 @@
 //! Keys loaded ahead of their turn: while the pool detects keys already in memory, the next
 //! cold keys in the queue (offline, behind, not in memory) are read from the store or their
-//! files and laid out beside it, as many as memory holds without evicting a key and at most one
-//! per detection thread. A load is mostly waiting for the store and copying bytes; run between
-//! turns, as before, it left the pool idle: on 16 cores a catch-up of 200 light keys spent
-//! two thirds of its wall time loading (docs/operations.md, "Sizing").
+//! files and laid out beside it, as many as memory holds without evicting a key and at most two
+//! per detection thread (a load is partly the store's read: with one per thread a light
+//! catch-up on two threads kept 79 % of the cores busy, with two 87–88 %). A load is reading
+//! the store and writing fresh memory; run between turns, as before, it left the pool idle: on
+//! 16 cores a catch-up of 200 light keys spent two thirds of its wall time loading
+//! (docs/operations.md, "Sizing").
 //!
 //! A key loaded ahead keeps its room reserved in the cache until its load ends; the loop keeps
 //! it when it finished ([`Worker::keep_loaded_ahead`], before each plan), and a turn that picks
@@ -45,7 +47,8 @@ impl<S: DetectionScheme> Ahead<S> {
 
 impl<S: DetectionScheme> Worker<S> {
     /// Begin loading the cold keys next in the queue after the keys `busy` that a bulk turn is
-    /// about to detect, while memory has room for them without evicting a key.
+    /// about to detect, while memory has room for them without evicting a key, at most two
+    /// loads per detection thread under way.
     pub(super) fn load_ahead(&mut self, plan: &Plan, busy: &[&str]) {
         // Every key in memory (the steady state) or nothing known of a key's size: no look at
         // the queue.
@@ -53,7 +56,7 @@ impl<S: DetectionScheme> Worker<S> {
             return;
         }
         let take = (self.cache.room_for())
-            .min(self.pools.threads().saturating_sub(self.ahead.loads.len()));
+            .min((2 * self.pools.threads()).saturating_sub(self.ahead.loads.len()));
         if take == 0 {
             return;
         }

@@ -3,6 +3,7 @@
 //! worker's memory budget (`key_memory_bytes`), each beside the cursor and open accumulator of
 //! its key. Before a load, least recently used keys are evicted until the new one fits (keys being
 //! loaded count as held), keys of online recipients last; at least one key is always held, whatever the budget.
+//! An evicted key's file is written then if its scheme does not write it at load (`KeyFiles::evicted`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -237,6 +238,7 @@ impl<S: DetectionScheme> KeyCache<S> {
                 .expect("not empty");
             tracing::debug!(key_id = %victim, "evicting expanded key to make room");
             if let Some(gone) = self.keys.remove(&victim) {
+                self.files.evicted(&victim, gone.key);
                 self.changed.insert(victim.clone());
                 self.evicted.insert(victim, gone.cursor);
             }

@@ -114,6 +114,11 @@ impl KeyDir {
         self.index().files.remove(key_id);
     }
 
+    /// Whether `key_id` has a file.
+    pub(super) fn has(&self, key_id: &str) -> bool {
+        self.index().files.contains_key(key_id)
+    }
+
     /// The key ids that have files.
     pub(super) fn ids(&self) -> Vec<String> {
         self.index().files.keys().cloned().collect()

@@ -77,7 +77,7 @@ struct Inner {
     /// One file read at a time (reads run on blocking threads).
     reads: Semaphore,
     /// One file write at a time; a write that finds it taken is skipped (the key's next load
-    /// from the store writes it).
+    /// from the store, or its next eviction, writes it).
     writes: Arc<Semaphore>,
     last_sweep: Mutex<Option<Instant>>,
 }
@@ -155,10 +155,25 @@ impl<S: DetectionScheme> KeyFiles<S> {
         self.observe(LoadSource::Store, started, len);
         tracing::info!(%key_id, source = "store", ms = started.elapsed().as_millis() as u64, fetch_ms, bytes = len, memory_bytes = S::key_memory_bytes(&dk), "detection key loaded");
         let dk = Arc::new(dk);
-        if let Some(inner) = inner {
+        if let Some(inner) = inner.filter(|_| self.scheme.key_file_at_load()) {
             self.spawn_write(inner, key_id, dk.clone());
         }
         Ok((dk, LoadSource::Store))
+    }
+
+    /// `key_id`'s key `dk` left memory (evicted to make room): write its file now unless it
+    /// has one, for a scheme that does not write it at load
+    /// ([`DetectionScheme::key_file_at_load`]).
+    pub fn evicted(&self, key_id: &str, dk: Arc<S::Key>) {
+        if self.scheme.key_file_at_load() {
+            return;
+        }
+        let Some(inner) = self.inner.as_ref().filter(|_| safe_id(key_id)) else {
+            return;
+        };
+        if !inner.dir.has(key_id) {
+            self.spawn_write(inner, key_id, dk);
+        }
     }
 
     /// Wait until no file is being written (tests and benchmarks).

@@ -73,10 +73,14 @@ fn service_bench_runs() {
 
 #[test]
 fn key_load_bench_runs() {
-    let r = run("key_load_bench", &["1", "insecure-test"]);
-    assert_eq!(r["runs"], 1, "{r}");
-    positive(&r, &["cold_load_ms"]);
-    positive(&r, &["stored_key_bytes"]);
+    for set in ["insecure-test", "omr-light-v1"] {
+        let r = run("key_load_bench", &["1", set]);
+        assert_eq!(r["runs"], 1, "{r}");
+        positive(&r, &["cold_load_ms"]);
+        positive(&r, &["stored_key_bytes"]);
+        positive(&r, &["expanded_file_bytes"]);
+        positive(&r, &["warm_load_page_cache_ms"]);
+    }
 }
 
 #[test]

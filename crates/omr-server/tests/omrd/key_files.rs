@@ -1,16 +1,18 @@
 //! Expanded-key files: a worker that loads a key again reads its file instead of the store and
 //! detects exactly as before; a corrupted file is deleted and replaced from the store, never
-//! trusted; and the `omrd` binary pins its FFT plans, so the files stay valid across a restart
-//! of the process.
+//! trusted; an omr-light-v1 key's file is written when the key is evicted, not when it is first
+//! loaded, and its reload reads it; and the `omrd` binary pins its FFT plans, so the files stay
+//! valid across a restart of the process.
 
 use std::path::{Path, PathBuf};
 
+use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_proto::v1::registration_header::Start;
 use omr_proto::v1::DeleteDetectionKeyRequest;
 use omr_server::worker::key_files::{read_file, KEY_FILES_DIR};
 use omr_test_support::{
-    insecure_keys, quick_detection, test_each_backend, wait_until, with_token, Omrd, RawClient,
-    Recipient, TestDb, TestServer,
+    insecure_keys, light_message, quick_detection, quick_light, test_each_backend, wait_until,
+    with_token, Omrd, RawClient, Recipient, TestDb, TestServer,
 };
 
 const OMRD: &str = env!("CARGO_BIN_EXE_omrd");
@@ -98,6 +100,65 @@ async fn a_key_reloaded_from_its_file_detects_the_same_and_a_corrupt_file_is_rep
         read_file(&path, params).unwrap().is_some(),
         "the new file reads back"
     );
+    server.stop().await;
+}
+
+test_each_backend!(a_light_key_is_filed_when_evicted_and_reloaded_from_its_file);
+
+async fn a_light_key_is_filed_when_evicted_and_reloaded_from_its_file(db: &TestDb) {
+    // Memory for one light key: two offline keys a full batch behind take turns.
+    let server = TestServer::start_configured(db, |c| {
+        quick_light(c);
+        c.worker_threads = 2;
+        c.key_memory_bytes = 40 << 20;
+        c.key_max_wait_secs = 1;
+    })
+    .await;
+    let data_dir = server.config.data_dir.clone();
+    let api = server.client();
+    let (a, b) = (api.register_light().await, api.register_light().await);
+    let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
+    let d = OMR_LIGHT_V1.batch as u64;
+    let to = |i: u64| match i % 50 {
+        0 => Some(&a),
+        1 => Some(&b),
+        _ => None,
+    };
+    let board = |range: std::ops::Range<u64>| -> Vec<serde_json::Value> {
+        (range.map(|i| {
+            let address = to(i).map_or(stranger.clone(), |r| r.secret.address());
+            light_message(&address, format!("m{i}").as_bytes())
+        }))
+        .collect()
+    };
+    api.post_all(board(0..d)).await;
+    wait_until(TIMEOUT, "both keys detected the batch", || async {
+        api.metric("omr_detections_total").await >= Some(2.0 * d as f64)
+    })
+    .await;
+    // Both came from the store; the first one's file was written when the second evicted it,
+    // and no file was written at a load.
+    wait_written(&api, 1.0).await;
+    let (disk, store, _) = loads(&api).await;
+    assert_eq!((disk, store), (0.0, 2.0));
+    let file = |id: &str| data_dir.join(KEY_FILES_DIR).join(format!("{id}.key"));
+    let filed: Vec<bool> = [&a, &b].map(|r| file(&r.key_id).is_file()).to_vec();
+    assert_eq!(filed.iter().filter(|&&f| f).count(), 1, "{filed:?}");
+
+    // One more message, and both recipients online: the evicted key is reloaded from its file
+    // and every digest is exact.
+    api.post_all(board(d..d + 2)).await;
+    for r in [&a, &b] {
+        let (start, end, got) = api.light_caught_up(r).await;
+        assert_eq!((start, end), (0, d + 2));
+        let want: Vec<u64> = (0..d + 2)
+            .filter(|&i| to(i).is_some_and(|t| t.key_id == r.key_id))
+            .collect();
+        assert_eq!(got, want, "key {}", r.key_id);
+    }
+    let (disk, _, discarded) = loads(&api).await;
+    assert!(disk >= 1.0, "no key was reloaded from its file");
+    assert_eq!(discarded, 0.0);
     server.stop().await;
 }
 
