@@ -13,8 +13,8 @@ use omr_core::OmrError;
 use rand::RngCore;
 
 use crate::codec::{open, write_header, Kind, HEADER_LEN};
-use crate::layout::to_blocks;
 pub use crate::layout::ExpandedKey;
+use crate::layout::{not_below_modulus, to_blocks};
 use crate::params::LightParams;
 use crate::ring::{add, centre_bits, lift, mul, sub, Ntt};
 use crate::sample::{cbd1, crs_row, stream, uniform_bits};
@@ -274,7 +274,7 @@ fn below_modulus(
     p: &LightParams,
 ) -> Result<(), OmrError> {
     match values.position(|v| v >= p.q) {
-        Some(i) => Err(r.err(format!("residue {i} is not below the modulus"))),
+        Some(i) => Err(not_below_modulus(r, i)),
         None => Ok(()),
     }
 }

@@ -2,6 +2,7 @@
 //! its blocks (what a worker loads), written to and read from a worker's local file, and the
 //! layout itself ([`to_blocks`], [`scatter`]), shared with a prepared batch.
 
+use omr_core::codec::Reader;
 use omr_core::OmrError;
 
 use crate::codec::{open, Kind};
@@ -73,7 +74,7 @@ impl ExpandedKey {
         let mut blocks = vec![0u64; rows * width];
         for (i, v) in values.enumerate() {
             if v >= p.q {
-                return Err(r.err(format!("residue {i} is not below the modulus")));
+                return Err(not_below_modulus(&r, i));
             }
             // Row m, column c: lane c % LANES of row m in block c / LANES.
             let (m, c) = (i / width, i % width);
@@ -128,6 +129,12 @@ impl ExpandedKey {
         }
         Ok(ExpandedKey::new(params, blocks))
     }
+}
+
+/// The refusal of residue `i` of what `r` reads: it is not below Q (a stored key's decoders
+/// all say it so).
+pub(crate) fn not_below_modulus(r: &Reader<'_>, i: usize) -> OmrError {
+    r.err(format!("residue {i} is not below the modulus"))
 }
 
 /// The first byte of a worker's local key file.

@@ -50,11 +50,11 @@ impl<S: DetectionScheme> Worker<S> {
     /// about to detect, while memory has room for them without evicting a key, at most two
     /// loads per detection thread under way.
     pub(super) fn load_ahead(&mut self, plan: &Plan, busy: &[&str]) {
-        // Every key in memory (the steady state) or nothing known of a key's size: no look at
-        // the queue.
+        // Every key in memory or being loaded (the steady state): no look at the queue.
         if self.cache.len() + self.ahead.loads.len() >= plan.keys.len() {
             return;
         }
+        // No room, or nothing known yet of a key's size (`room_for` is 0 before any load).
         let take = (self.cache.room_for())
             .min((2 * self.pools.threads()).saturating_sub(self.ahead.loads.len()));
         if take == 0 {

@@ -180,22 +180,20 @@ impl<S: DetectionScheme> Worker<S> {
                 Pick::Serve {
                     key_id,
                     lane: Lane::Bulk,
-                } => (self.queue).companions(&plan.views, plan.head, key_id, self.fill()),
+                } => {
+                    let group =
+                        (self.queue).companions(&plan.views, plan.head, key_id, self.fill());
+                    // A bulk turn of keys in memory: the next cold keys load beside it.
+                    if self.cache.contains(key_id) {
+                        let busy: Vec<&str> = std::iter::once(key_id.as_str())
+                            .chain(group.iter().map(String::as_str))
+                            .collect();
+                        self.load_ahead(&plan, &busy);
+                    }
+                    group
+                }
                 _ => Vec::new(),
             };
-            // A bulk turn of keys in memory: the next cold keys load beside it.
-            if let Pick::Serve {
-                key_id,
-                lane: Lane::Bulk,
-            } = &pick
-            {
-                if self.cache.contains(key_id) {
-                    let busy: Vec<&str> = std::iter::once(key_id.as_str())
-                        .chain(group.iter().map(String::as_str))
-                        .collect();
-                    self.load_ahead(&plan, &busy);
-                }
-            }
             // Everything a turn pays before it detects: the plan, the pick, the published
             // schedule, the companions and the loads begun ahead.
             let took = planning.elapsed().as_secs_f64();

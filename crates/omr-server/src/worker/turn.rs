@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::time::Instant;
 
+use futures::FutureExt;
 use tracing::Instrument;
 
 use omr_store::ActiveKey;
@@ -188,29 +189,25 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         lane: Lane,
         alongside: bool,
     ) -> anyhow::Result<()> {
-        if let Some(ahead) = self.take_ahead(&key.key_id) {
-            let loaded = if alongside {
-                let wait = async move { Ok::<_, anyhow::Error>(ahead.await) };
-                self.alongside_online(plan, &[&key.key_id], wait).await
-            } else {
-                Ok(ahead.await)
-            };
-            return match loaded {
-                Ok(loaded) => self.cache.end_load(key, loaded),
-                Err(e) => {
-                    let _ = self.cache.end_load(key, Err(anyhow::anyhow!("{e}")));
-                    Err(e)
-                }
-            };
-        }
         let pool = self.pools.of(lane).clone();
+        // The key's own load: the one under way ahead of its turn (then alone), or a new one.
+        let ahead = self.take_ahead(&key.key_id);
         let mut keys = vec![key.clone()];
-        if alongside && lane == Lane::Bulk {
+        if ahead.is_none() && alongside && lane == Lane::Bulk {
             keys.extend(self.loads_beside(plan, key));
         }
-        let loads: Vec<_> = (keys.iter())
-            .map(|k| (self.cache).begin_load(&self.state, &pool, k, &plan.online))
-            .collect();
+        let own = match ahead {
+            Some(ahead) => ahead.boxed(),
+            None => (self.cache)
+                .begin_load(&self.state, &pool, key, &plan.online)
+                .boxed(),
+        };
+        let beside = (keys[1..].iter()).map(|k| {
+            (self.cache)
+                .begin_load(&self.state, &pool, k, &plan.online)
+                .boxed()
+        });
+        let loads: Vec<_> = std::iter::once(own).chain(beside).collect();
         let loaded = futures::future::join_all(loads);
         let loaded = if alongside {
             let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
