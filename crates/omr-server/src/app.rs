@@ -95,7 +95,7 @@ impl Application {
             ),
         };
         metrics.board_head.set(store.board_head().await? as i64);
-        let board_notify = Arc::new(tokio::sync::Notify::new());
+        let board_notify = Arc::new(crate::board_signal::BoardSignal::default());
         let (ingestor, writer) = Ingestor::start(
             store.clone(),
             metrics.clone(),

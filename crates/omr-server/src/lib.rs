@@ -11,13 +11,14 @@
 //!    the board is cut into epochs; `error` — [`error::ServiceError`].
 //! 5. Shared infrastructure: `config` (with `admin_token`, `memory`), `admission` (client
 //!    addresses and rate limits), `connections` (the connection bound), `tls`, `presence`,
-//!    `progress`, `health`, `metrics`, `telemetry`.
+//!    `progress`, `board_signal`, `health`, `metrics`, `telemetry`.
 //!
 //! `bin/omrd.rs` is a thin `main`.
 
 pub mod admin_token;
 pub mod admission;
 pub mod app;
+pub mod board_signal;
 pub mod config;
 pub mod connections;
 pub mod epochs;

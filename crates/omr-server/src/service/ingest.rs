@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use omr_store::{Appended, NewMessage, Store, StoreError};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::board_signal::BoardSignal;
 use crate::metrics::Metrics;
 
 struct Job {
@@ -45,7 +46,7 @@ impl Ingestor {
         store: Store,
         metrics: Metrics,
         max_commit_messages: usize,
-        notify: Arc<Notify>,
+        notify: Arc<BoardSignal>,
     ) -> (Ingestor, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel::<Job>(4096);
         let commits = Arc::new(AtomicU64::new(0));
@@ -88,8 +89,8 @@ struct Writer {
     metrics: Metrics,
     /// Most messages per transaction.
     max: usize,
-    /// Woken after each commit (the detection worker).
-    notify: Arc<Notify>,
+    /// Raised after each commit (the detection worker).
+    notify: Arc<BoardSignal>,
     commits: Arc<AtomicU64>,
 }
 
@@ -109,8 +110,7 @@ impl Writer {
                 }
             }
             commit(&self.store, &self.metrics, &mut jobs, &self.commits).await;
-            // A stored permit if the worker is busy: it looks again when it is done.
-            self.notify.notify_one();
+            self.notify.raise();
         }
         tracing::debug!("group-commit writer stopped");
     }

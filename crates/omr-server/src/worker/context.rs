@@ -6,9 +6,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use omr_store::Store;
-use tokio::sync::Notify;
 
 use super::pool::Lane;
+use crate::board_signal::BoardSignal;
 use crate::config::Config;
 use crate::epochs::Epochs;
 use crate::health::WorkerHealth;
@@ -24,8 +24,8 @@ pub struct WorkerContext {
     pub epochs: Epochs,
     pub store: Store,
     pub metrics: Metrics,
-    /// Signalled after every board commit of this process.
-    pub board_notify: Arc<Notify>,
+    /// Raised after every board commit, of this process or (PostgreSQL) announced by another.
+    pub board_notify: Arc<BoardSignal>,
     /// Where commits move each key's cursor, for the recipients waiting on it.
     pub progress: Arc<KeyProgress>,
     /// Keys registered or deleted through this process: list them again at the next plan.

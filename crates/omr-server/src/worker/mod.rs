@@ -42,7 +42,7 @@ use crate::scheme::{DetectionScheme, Scheme};
 
 use cache::KeyCache;
 use leases::Leases;
-use plan::{Listed, Plan};
+use plan::{HeadSeen, Listed, Plan};
 use schedule::{Fill, Pick, Policy, Queue};
 
 pub use context::{JobHooks, NoHooks, WorkerContext};
@@ -71,6 +71,8 @@ struct Worker<S: DetectionScheme> {
     listed: Option<Listed>,
     /// Keys being loaded beside the turns, ahead of their own.
     ahead: ahead::Ahead<S>,
+    /// The board head as last read.
+    head_seen: Option<HeadSeen>,
 }
 
 /// The worker, supervised: the loop runs until `cancel` fires (after finishing the batch in
@@ -122,7 +124,7 @@ fn spawn_board_listener(state: &WorkerContext, cancel: &CancellationToken) -> Jo
     );
     tokio::spawn(async move {
         tokio::select! {
-            () = store.board_notifications(move || notify.notify_one()) => {}
+            () = store.board_notifications(move || notify.raise()) => {}
             _ = cancel.cancelled() => {}
         }
     })
@@ -150,6 +152,7 @@ impl<S: DetectionScheme> Worker<S> {
             published,
             listed: None,
             ahead: ahead::Ahead::default(),
+            head_seen: None,
         }
     }
 

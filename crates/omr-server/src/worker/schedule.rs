@@ -24,10 +24,8 @@
 //! (no I/O) so that it is tested here on its own.
 //! Long: the policy is pure, and its unit tests sit beside it; splitting them would part the rules from their cases.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
-
-use rustc_hash::FxHashMap;
 
 use super::pool::Lane;
 
@@ -52,12 +50,25 @@ pub(super) struct KeyView {
     /// lowest batch first, so that they go through the board together and each batch's shared
     /// work is prepared once for all of them.
     pub(super) batch: u64,
+    /// When it started waiting, or last yielded its turn (`None` while it has nothing to
+    /// detect): its place in the queue, kept by [`Queue::observe`]. Kept in the view, not in a
+    /// map by key, so that the queue's passes over thousands of keys look nothing up.
+    pub(super) since: Option<Instant>,
+    /// Its place in the listing of the worker's keys (by registration): the queue's last
+    /// tie-break.
+    pub(super) place: usize,
 }
 
 impl KeyView {
     /// Messages it can detect now with the board at `head`.
     pub(super) fn behind(&self, head: u64) -> u64 {
         self.head.min(head).saturating_sub(self.cursor)
+    }
+
+    /// How long it has been waiting at `now` (zero when it is not).
+    pub(super) fn waited(&self, now: Instant) -> Duration {
+        self.since
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
     }
 }
 
@@ -71,11 +82,12 @@ pub(super) enum Pick {
     Idle { until: Option<Instant> },
 }
 
-/// The queue of waiting keys: when each key with a backlog started waiting.
+/// The queue of waiting keys. Each key's place (when it started waiting) is in its view
+/// ([`KeyView::since`]); the queue holds what happened between two plans.
 #[derive(Debug, Default)]
 pub(super) struct Queue {
-    /// Planning looks up every key here each turn: a fast hash (the ids are the server's own).
-    waiting_since: FxHashMap<String, Instant>,
+    /// Keys that had their turn since the last [`Queue::observe`], and when it ended.
+    requeued: Vec<(String, Instant)>,
     /// Counts the keys that started or stopped waiting (see [`Queue::changes`]).
     changes: u64,
 }
@@ -111,27 +123,29 @@ impl Policy {
 
 impl Queue {
     /// Start the clock of every key that has fallen behind `head` and stop that of every key
-    /// that caught up or is gone.
-    pub(super) fn observe(&mut self, keys: &[KeyView], head: u64, now: Instant) {
-        // One look-up per key behind; the keys that stopped waiting (or are gone) are looked for
-        // only when some did.
-        let mut behind = 0;
-        for k in keys.iter().filter(|k| k.behind(head) > 0) {
-            behind += 1;
-            if !self.waiting_since.contains_key(&k.key_id) {
-                self.waiting_since.insert(k.key_id.clone(), now);
-                self.changes += 1;
+    /// that caught up; send the keys that had their turn since the last look (found by
+    /// `index`, their places in `keys`) to the back of the queue. One pass, no look-up per key.
+    pub(super) fn observe(
+        &mut self,
+        keys: &mut [KeyView],
+        index: &HashMap<String, usize>,
+        head: u64,
+        now: Instant,
+    ) {
+        for (id, at) in self.requeued.drain(..) {
+            if let Some(k) = index.get(&id).and_then(|&i| keys.get_mut(i)) {
+                if k.since.is_some() {
+                    k.since = Some(at);
+                }
             }
         }
-        if self.waiting_since.len() > behind {
-            let behind: HashSet<&str> = (keys.iter())
-                .filter(|k| k.behind(head) > 0)
-                .map(|k| k.key_id.as_str())
-                .collect();
-            let before = self.waiting_since.len();
-            self.waiting_since
-                .retain(|id, _| behind.contains(id.as_str()));
-            self.changes += (before - self.waiting_since.len()) as u64;
+        for k in keys.iter_mut() {
+            match (k.behind(head) > 0, k.since) {
+                (true, None) => k.since = Some(now),
+                (false, Some(_)) => k.since = None,
+                _ => continue,
+            }
+            self.changes += 1;
         }
     }
 
@@ -140,18 +154,10 @@ impl Queue {
         self.changes
     }
 
-    /// Send `key_id` to the back of the queue (it had its turn and still has a backlog).
+    /// Send `key_id` to the back of the queue (it had its turn, and if it still has a backlog
+    /// it waits behind every key waiting now), from the next [`Queue::observe`] on.
     pub(super) fn requeue(&mut self, key_id: &str, now: Instant) {
-        if let Some(t) = self.waiting_since.get_mut(key_id) {
-            *t = now;
-        }
-    }
-
-    /// How long `key_id` has been waiting, if it is.
-    pub(super) fn waited(&self, key_id: &str, now: Instant) -> Option<Duration> {
-        self.waiting_since
-            .get(key_id)
-            .map(|t| now.saturating_duration_since(*t))
+        self.requeued.push((key_id.to_string(), now));
     }
 
     /// The keys with a backlog, first to be served first (online ones, then the lowest batch
@@ -170,30 +176,30 @@ impl Queue {
         if n == 0 {
             return Vec::new();
         }
-        let mut ranked: Vec<(Rank<'a>, &'a KeyView)> = keys.map(|k| (self.rank(k), k)).collect();
+        let mut ranked: Vec<(Rank, &'a KeyView)> = keys.map(|k| (self.rank(k), k)).collect();
         if ranked.len() > n {
-            ranked.select_nth_unstable_by(n - 1, |a, b| a.0.cmp(&b.0));
+            ranked.select_nth_unstable_by_key(n - 1, |r| r.0);
             ranked.truncate(n);
         }
-        ranked.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        ranked.sort_unstable_by_key(|r| r.0);
         ranked.into_iter().map(|(_, k)| k).collect()
     }
 
     /// Where `k` stands in the queue: online first, then the lowest batch, then oldest waiting,
-    /// then by id (so that the order is total).
-    fn rank<'a>(&self, k: &'a KeyView) -> Rank<'a> {
-        let since = self.waiting_since.get(&k.key_id).copied();
-        (!k.online, k.batch, since, k.key_id.as_str())
+    /// then in the listing's order (the order of registration: so that the order is total,
+    /// and compares no ids).
+    fn rank(&self, k: &KeyView) -> Rank {
+        (!k.online, k.batch, k.since, k.place)
     }
 
     /// The next key to serve among `keys` (this worker's leased keys) with the board at `head`:
     /// the first in queue order that is worth serving now, found in one pass (no sort).
     pub(super) fn pick(&self, keys: &[KeyView], head: u64, policy: Policy, now: Instant) -> Pick {
         let mut until: Option<Instant> = None;
-        let mut best: Option<(Rank<'_>, &KeyView, Lane)> = None;
+        let mut best: Option<(Rank, &KeyView, Lane)> = None;
         for k in keys.iter().filter(|k| k.behind(head) > 0) {
             let rank = self.rank(k);
-            let waited = (rank.2).map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+            let waited = k.waited(now);
             let lane = if k.online || k.cached || policy.room || k.behind(head) >= policy.min_batch
             {
                 Lane::of(k.online)
@@ -219,7 +225,7 @@ impl Queue {
 }
 
 /// A key's place in the queue (see [`Queue::rank`]).
-type Rank<'a> = (bool, u64, Option<Instant>, &'a str);
+type Rank = (bool, u64, Option<Instant>, usize);
 
 /// How a turn fills the pool with keys served together (see [`Queue::companions`]).
 #[derive(Debug, Clone, Copy)]
@@ -244,15 +250,16 @@ impl Queue {
         leader: &str,
         fill: Fill,
     ) -> Vec<String> {
-        let Some(lead) = keys.iter().find(|k| k.key_id == leader) else {
+        // Only keys in memory lead or join: a few among the leased ones, so only their ids are
+        // compared and only they are ranked.
+        let Some(lead) = (keys.iter()).find(|k| k.cached && k.key_id == leader) else {
             return Vec::new();
         };
-        if lead.online || !lead.cached {
+        if lead.online {
             return Vec::new();
         }
-        // Only keys in memory can join: a few among the leased ones, so only they are ranked.
         let candidates = (keys.iter())
-            .filter(|k| k.behind(head) > 0 && k.key_id != leader && k.cached && !k.online);
+            .filter(|k| k.cached && !k.online && k.behind(head) > 0 && k.key_id != leader);
         match fill {
             Fill::Batch { max_keys } => {
                 let same = candidates.filter(|k| k.batch == lead.batch && k.head == lead.head);
@@ -304,7 +311,7 @@ impl Queue {
             let deferred =
                 !(k.online || k.cached || policy.room) && k.behind(head) < policy.min_batch;
             if deferred {
-                let waited = self.waited(&k.key_id, now).unwrap_or_default();
+                let waited = k.waited(now);
                 let start = busy.max(policy.max_wait.saturating_sub(waited));
                 out.push((k.key_id.clone(), start + own));
             } else {
@@ -328,7 +335,25 @@ mod tests {
             cached,
             head: u64::MAX,
             batch: 0,
+            since: None,
+            place: 0,
         }
+    }
+
+    /// `keys` as the worker lists them: each in its place.
+    fn listing(mut keys: Vec<KeyView>) -> Vec<KeyView> {
+        for (i, k) in keys.iter_mut().enumerate() {
+            k.place = i;
+        }
+        keys
+    }
+
+    /// The worker's look at its keys before each pick (`keys` are the whole listing).
+    fn observe(q: &mut Queue, keys: &mut [KeyView], head: u64, now: Instant) {
+        let index = (keys.iter().enumerate())
+            .map(|(i, k)| (k.key_id.clone(), i))
+            .collect();
+        q.observe(keys, &index, head, now);
     }
 
     fn policy(min_batch: u64) -> Policy {
@@ -356,9 +381,13 @@ mod tests {
             ..key(id, cursor, false, true)
         };
         // "a" waited longest but is a batch ahead; "c" cannot go past the full batches.
-        let keys = vec![at("a", 4096, 8192), at("b", 0, 8192), at("c", 8192, 8192)];
-        q.observe(&keys[..1], 9000, t0);
-        q.observe(&keys, 9000, t0 + Duration::from_secs(1));
+        let mut keys = listing(vec![
+            at("a", 4096, 8192),
+            at("b", 0, 8192),
+            at("c", 8192, 8192),
+        ]);
+        observe(&mut q, &mut keys[..1], 9000, t0);
+        observe(&mut q, &mut keys, 9000, t0 + Duration::from_secs(1));
         let order: Vec<&str> = q
             .order(&keys, 9000)
             .iter()
@@ -372,10 +401,13 @@ mod tests {
     fn an_online_key_goes_before_keys_that_waited_longer() {
         let t0 = Instant::now();
         let mut q = Queue::default();
-        let mut keys = vec![key("a", 0, false, true), key("b", 10, false, true)];
-        q.observe(&keys, 10, t0);
-        keys.push(key("c", 10, true, false));
-        q.observe(&keys, 11, t0 + Duration::from_secs(5));
+        let mut keys = listing(vec![key("a", 0, false, true), key("b", 10, false, true)]);
+        observe(&mut q, &mut keys, 10, t0);
+        keys.push(KeyView {
+            place: 2,
+            ..key("c", 10, true, false)
+        });
+        observe(&mut q, &mut keys, 11, t0 + Duration::from_secs(5));
         assert_eq!(
             q.pick(&keys, 11, policy(100), t0 + Duration::from_secs(5)),
             serve("c", true)
@@ -386,21 +418,27 @@ mod tests {
     fn oldest_waiting_first_and_a_served_key_goes_to_the_back() {
         let t0 = Instant::now();
         let mut q = Queue::default();
-        let keys = vec![key("a", 5, false, true), key("b", 0, false, true)];
-        q.observe(&keys[1..], 10, t0);
-        q.observe(&keys, 10, t0 + Duration::from_secs(1));
+        let mut keys = listing(vec![key("a", 5, false, true), key("b", 0, false, true)]);
+        observe(&mut q, &mut keys[1..], 10, t0);
+        observe(&mut q, &mut keys, 10, t0 + Duration::from_secs(1));
         let now = t0 + Duration::from_secs(2);
         assert_eq!(q.pick(&keys, 10, policy(1), now), serve("b", false));
         q.requeue("b", now);
+        observe(&mut q, &mut keys, 10, now);
         assert_eq!(q.pick(&keys, 10, policy(1), now), serve("a", false));
+        // A key that caught up after its turn leaves the queue: nothing to requeue.
+        q.requeue("a", now);
+        keys[0].cursor = 10;
+        observe(&mut q, &mut keys, 10, now + Duration::from_secs(1));
+        assert_eq!((keys[0].since, keys[1].since), (None, Some(now)));
     }
 
     #[test]
     fn a_key_not_in_memory_is_deferred_until_its_batch_pays_or_its_wait_runs_out() {
         let t0 = Instant::now();
         let mut q = Queue::default();
-        let keys = vec![key("a", 90, false, false)];
-        q.observe(&keys, 100, t0);
+        let mut keys = listing(vec![key("a", 90, false, false)]);
+        observe(&mut q, &mut keys, 100, t0);
         let later = t0 + Duration::from_secs(20);
         assert_eq!(
             q.pick(&keys, 100, policy(50), later),
@@ -425,9 +463,12 @@ mod tests {
     fn a_deferred_key_does_not_block_a_cached_one_behind_it() {
         let t0 = Instant::now();
         let mut q = Queue::default();
-        let keys = vec![key("cold", 90, false, false), key("warm", 99, false, true)];
-        q.observe(&keys[..1], 100, t0);
-        q.observe(&keys, 100, t0 + Duration::from_secs(1));
+        let mut keys = listing(vec![
+            key("cold", 90, false, false),
+            key("warm", 99, false, true),
+        ]);
+        observe(&mut q, &mut keys[..1], 100, t0);
+        observe(&mut q, &mut keys, 100, t0 + Duration::from_secs(1));
         assert_eq!(
             q.pick(&keys, 100, policy(50), t0 + Duration::from_secs(2)),
             serve("warm", false)
@@ -438,29 +479,27 @@ mod tests {
     fn caught_up_keys_leave_the_queue() {
         let t0 = Instant::now();
         let mut q = Queue::default();
-        let keys = vec![key("a", 3, false, true)];
-        q.observe(&keys, 10, t0);
-        assert!(q.waited("a", t0).is_some());
-        q.observe(&[key("a", 10, false, true)], 10, t0);
-        assert_eq!(q.waited("a", t0), None);
-        assert_eq!(
-            q.pick(&[key("a", 10, false, true)], 10, policy(1), t0),
-            Pick::Idle { until: None }
-        );
+        let mut keys = listing(vec![key("a", 3, false, true)]);
+        observe(&mut q, &mut keys, 10, t0);
+        assert_eq!(keys[0].since, Some(t0));
+        keys[0].cursor = 10;
+        observe(&mut q, &mut keys, 10, t0);
+        assert_eq!(keys[0].since, None);
+        assert_eq!(q.pick(&keys, 10, policy(1), t0), Pick::Idle { until: None });
     }
 
     #[test]
     fn estimates_add_up_the_work_ahead_and_deferred_keys_wait_their_deadline() {
         let t0 = Instant::now();
         let mut q = Queue::default();
-        let keys = vec![
+        let mut keys = listing(vec![
             key("first", 90, false, true),
             key("second", 95, false, false),
             key("deferred", 99, false, false),
-        ];
-        q.observe(&keys[..1], 100, t0);
-        q.observe(&keys[..2], 100, t0 + Duration::from_secs(1));
-        q.observe(&keys, 100, t0 + Duration::from_secs(2));
+        ]);
+        observe(&mut q, &mut keys[..1], 100, t0);
+        observe(&mut q, &mut keys[..2], 100, t0 + Duration::from_secs(1));
+        observe(&mut q, &mut keys, 100, t0 + Duration::from_secs(2));
         let costs = Costs {
             per_message: Duration::from_secs(1),
             load: Duration::from_secs(3),
@@ -476,7 +515,7 @@ mod tests {
     fn keys_a_few_messages_behind_share_a_turn_until_it_fills_the_threads() {
         let t0 = Instant::now();
         let mut q = Queue::default();
-        let keys = vec![
+        let mut keys = listing(vec![
             key("lead", 9, false, true),
             key("online", 9, true, true),
             key("cold", 9, false, false),
@@ -484,9 +523,9 @@ mod tests {
             key("c", 9, false, true),
             key("d", 9, false, true),
             key("done", 10, false, true),
-        ];
-        q.observe(&keys[..1], 10, t0);
-        q.observe(&keys, 10, t0 + Duration::from_secs(1));
+        ]);
+        observe(&mut q, &mut keys[..1], 10, t0);
+        observe(&mut q, &mut keys, 10, t0 + Duration::from_secs(1));
         let fill = |threads| Fill::Messages { threads, limit: 64 };
         // One message for "lead", two for "b", one for "c": four threads are full.
         assert_eq!(q.companions(&keys, 10, "lead", fill(4)), ["b", "c"]);
@@ -496,8 +535,8 @@ mod tests {
         );
         assert_eq!(q.companions(&keys, 10, "lead", fill(16)), ["b", "c", "d"]);
         // A key far behind fills the threads alone; an online or cold leader serves alone.
-        let far = [vec![key("far", 0, false, true)], keys.clone()].concat();
-        q.observe(&far, 100, t0);
+        let mut far = listing([vec![key("far", 0, false, true)], keys.clone()].concat());
+        observe(&mut q, &mut far, 100, t0);
         assert!(q.companions(&far, 100, "far", fill(16)).is_empty());
         assert!(q.companions(&keys, 10, "online", fill(16)).is_empty());
         assert!(q.companions(&keys, 10, "cold", fill(16)).is_empty());
@@ -512,14 +551,14 @@ mod tests {
             head: 8192,
             ..key(id, cursor, false, true)
         };
-        let keys = vec![
+        let mut keys = listing(vec![
             at("a", 0),
             at("b", 4096),
             at("c", 100),
             at("d", 0),
             at("e", 0),
-        ];
-        q.observe(&keys, 9000, t0);
+        ]);
+        observe(&mut q, &mut keys, 9000, t0);
         let fill = Fill::Batch { max_keys: 3 };
         assert_eq!(q.companions(&keys, 9000, "a", fill), ["c", "d"]);
         assert!(q.companions(&keys, 9000, "b", fill).is_empty());
@@ -544,7 +583,7 @@ mod tests {
         for round in 0..300 {
             let mut q = Queue::default();
             let head = 1_000;
-            let keys: Vec<KeyView> = (0..rng.gen_range(0..40))
+            let mut keys: Vec<KeyView> = (0..rng.gen_range(0..40usize))
                 .map(|i| KeyView {
                     key_id: format!("k{:02}", rng.gen_range(0..60) * 100 + i),
                     cursor: rng.gen_range(990..=1_000),
@@ -552,12 +591,14 @@ mod tests {
                     cached: rng.gen_bool(0.3),
                     head: if rng.gen_bool(0.2) { 995 } else { u64::MAX },
                     batch: rng.gen_range(0..3),
+                    since: None,
+                    place: i,
                 })
                 .collect();
             // Keys started waiting at different times, some at the same one.
-            for k in &keys {
+            for k in keys.iter_mut() {
                 let at = t0 + Duration::from_secs(rng.gen_range(0..4) * 30);
-                q.observe(std::slice::from_ref(k), head, at);
+                observe(&mut q, std::slice::from_mut(k), head, at);
             }
             let now = t0 + Duration::from_secs(rng.gen_range(60..200));
             let p = Policy {
@@ -567,16 +608,13 @@ mod tests {
             };
             // The queue order, by a plain sort.
             let mut order: Vec<&KeyView> = keys.iter().filter(|k| k.behind(head) > 0).collect();
-            order.sort_by_key(|k| {
-                let since = q.waiting_since.get(&k.key_id).copied();
-                (!k.online, k.batch, since, k.key_id.clone())
-            });
+            order.sort_by_key(|k| (!k.online, k.batch, k.since, k.place));
             let ids = |v: &[&KeyView]| v.iter().map(|k| k.key_id.clone()).collect::<Vec<_>>();
             assert_eq!(ids(&q.order(&keys, head)), ids(&order), "round {round}");
             let mut until: Option<Instant> = None;
             let mut want = None;
             for k in &order {
-                let waited = q.waited(&k.key_id, now).unwrap_or_default();
+                let waited = k.waited(now);
                 if k.online || k.cached || p.room || k.behind(head) >= p.min_batch {
                     want = Some(serve(&k.key_id, k.online));
                 } else if waited >= p.max_wait {
