@@ -2,8 +2,9 @@
 //! unregistered one share a board of 64 messages (the first and the last index among theirs);
 //! each recipient's digest, asked for while the batch is still open, decodes to exactly its
 //! messages. A full batch is detected for a key whose recipient is offline and the next batch's
-//! messages once it comes online; keys behind load while others are detected, and every digest
-//! is exact; the closed epoch's payloads and an attachment come back
+//! messages once it comes online; keys behind load while others are detected, keys time-shared
+//! through memory for one catch up a still board without waiting out their deadline, and every
+//! digest is exact; the closed epoch's payloads and an attachment come back
 //! byte-exact by PIR, the same number of queries whatever the recipient has there, and PIR
 //! refuses the open epoch and one past the board. Keys and clues of the other scheme are refused, as are
 //! malformed light clues and keys, and nothing is stored.
@@ -12,11 +13,12 @@ use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use omr_light::{SecretKey, OMR_LIGHT_V1};
+use omr_light::{Address, SecretKey, OMR_LIGHT_V1};
 use omr_pir::attachment::unframe_message;
 use omr_proto::v1::registration_header::Start;
 use omr_test_support::{
-    insecure_keys, light_message, test_each_backend, wait_for, RawClient, TestDb, TestServer,
+    insecure_keys, light_message, test_each_backend, wait_for, LightRecipient, RawClient, TestDb,
+    TestServer,
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -25,6 +27,7 @@ test_each_backend!(
     light_digests_are_exact_through_the_service,
     an_offline_key_is_detected_batch_by_batch,
     offline_keys_load_while_others_are_detected,
+    time_shared_keys_catch_up_a_still_board_without_waiting_out_their_deadline,
     keys_and_clues_of_the_other_scheme_are_refused,
 );
 
@@ -179,16 +182,10 @@ async fn offline_keys_load_while_others_are_detected(db: &TestDb) {
     for _ in 0..5 {
         recipients.push(api.register_light().await);
     }
-    let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
     let d = OMR_LIGHT_V1.batch as u64;
     let to = |i: u64| (i % 97 < 5).then_some((i % 97) as usize);
-    let messages = (0..d)
-        .map(|i| {
-            let address = to(i).map_or(stranger.clone(), |r| recipients[r].secret.address());
-            light_message(&address, format!("m{i}").as_bytes())
-        })
-        .collect();
-    api.post_all(messages).await;
+    let addresses: Vec<Address> = recipients.iter().map(|r| r.secret.address()).collect();
+    api.post_all(batch_for(&addresses, to)).await;
     // Offline (no digest asked for yet): every key is detected once, batch by batch.
     wait_for(CATCH_UP, "every key detected the batch", || async {
         (api.metric("omr_detections_total").await >= Some(5.0 * d as f64)).then_some(())
@@ -196,6 +193,68 @@ async fn offline_keys_load_while_others_are_detected(db: &TestDb) {
     .await;
     let ahead = api.metric("omr_key_loads_ahead_total").await.unwrap_or(0.0);
     assert!(ahead >= 1.0, "no key loaded beside another key's turn");
+    assert_batch_digests(&api, &recipients, to).await;
+}
+
+async fn time_shared_keys_catch_up_a_still_board_without_waiting_out_their_deadline(db: &TestDb) {
+    // Memory for one light key, three offline keys a full batch behind, and an hour's wait for
+    // a batch worth a load (a light key's load is worth hundreds of batches: never on this
+    // board). The board is posted before omrd starts, so it is still from omrd's first look
+    // (the rate is over the last minute): the keys not in memory are served as soon as nothing
+    // else is, within the catch-up's time, not the hour.
+    let s = TestServer::start_configured(db, |c| {
+        c.param_set = OMR_LIGHT_V1.name.to_string();
+        c.allow_insecure_params = false;
+        c.epoch_len = OMR_LIGHT_V1.batch as u64;
+        c.poll_interval_ms = 200;
+        c.worker_threads = 2;
+        c.key_memory_bytes = 40 << 20;
+        c.key_max_wait_secs = 3600;
+    })
+    .await;
+    let api = s.client();
+    let secrets: Vec<SecretKey> = (0..3).map(|_| SecretKey::generate(&OMR_LIGHT_V1)).collect();
+    let d = OMR_LIGHT_V1.batch as u64;
+    let to = |i: u64| (i % 61 < 3).then_some((i % 61) as usize);
+    let addresses: Vec<Address> = secrets.iter().map(SecretKey::address).collect();
+    api.post_all(batch_for(&addresses, to)).await;
+    let s = s.restart().await;
+    let api = s.client();
+    let mut recipients = Vec::new();
+    for secret in secrets {
+        recipients.push(api.register_light_key(secret).await);
+    }
+    wait_for(CATCH_UP, "every key detected the batch", || async {
+        (api.metric("omr_detections_total").await >= Some(3.0 * d as f64)).then_some(())
+    })
+    .await;
+    let fills = api
+        .metric("omr_detect_idle_fills_total")
+        .await
+        .unwrap_or(0.0);
+    assert!(fills >= 2.0, "{fills} keys filled an idle pool");
+    assert_batch_digests(&api, &recipients, to).await;
+}
+
+/// A full batch: message `i` to `addresses[to(i)]`, or to a stranger.
+fn batch_for(addresses: &[Address], to: impl Fn(u64) -> Option<usize>) -> Vec<Value> {
+    let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
+    (0..OMR_LIGHT_V1.batch as u64)
+        .map(|i| {
+            let address = to(i).map_or(&stranger, |r| &addresses[r]);
+            light_message(address, format!("m{i}").as_bytes())
+        })
+        .collect()
+}
+
+/// Each recipient's digest of the first batch, caught up: exactly its messages of
+/// [`batch_for`]'s.
+async fn assert_batch_digests(
+    api: &RawClient,
+    recipients: &[LightRecipient],
+    to: impl Fn(u64) -> Option<usize>,
+) {
+    let d = OMR_LIGHT_V1.batch as u64;
     for (n, r) in recipients.iter().enumerate() {
         let (start, end, got) = api.light_caught_up(r).await;
         assert_eq!((start, end), (0, d));

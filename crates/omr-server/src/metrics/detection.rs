@@ -32,6 +32,9 @@ pub struct DetectionMetrics {
     /// Key loads begun beside a turn that detects keys in memory, ahead of the loaded key's own
     /// turn.
     pub loads_ahead: IntCounter,
+    /// Turns that served a key deferred to collect a batch worth its load, because no other key
+    /// was worth serving and waiting would have grown its backlog little (an idle fill).
+    pub idle_fills: IntCounter,
     /// Time the worker loop spends planning each turn (its leases, its keys and the board head
     /// from the store, the queue, these metrics): what every turn pays whatever it detects.
     pub plan_seconds: Histogram,
@@ -95,6 +98,11 @@ impl DetectionMetrics {
                 "Key loads begun beside a turn detecting keys in memory, ahead of their own turn",
             )
             .expect("metric"),
+            idle_fills: IntCounter::new(
+                "detect_idle_fills_total",
+                "Turns serving a key deferred for a batch worth its load, because nothing else was worth serving and the board would grow its backlog little before its wait ran out",
+            )
+            .expect("metric"),
             plan_seconds: Histogram::with_opts(
                 HistogramOpts::new(
                     "detect_plan_seconds",
@@ -137,6 +145,7 @@ impl DetectionMetrics {
             Box::new(m.group_turns.clone()),
             Box::new(m.group_keys.clone()),
             Box::new(m.loads_ahead.clone()),
+            Box::new(m.idle_fills.clone()),
             Box::new(m.plan_seconds.clone()),
             Box::new(m.keys_behind.clone()),
             Box::new(m.keys_unassigned.clone()),

@@ -43,7 +43,7 @@ use crate::scheme::{DetectionScheme, Scheme};
 use cache::KeyCache;
 use leases::Leases;
 use plan::{HeadSeen, Listed, Plan};
-use schedule::{Fill, Pick, Policy, Queue};
+use schedule::{BoardRate, Fill, Pick, Policy, Queue};
 
 pub use context::{JobHooks, NoHooks, WorkerContext};
 pub use pool::Lane;
@@ -73,6 +73,8 @@ struct Worker<S: DetectionScheme> {
     ahead: ahead::Ahead<S>,
     /// The board head as last read.
     head_seen: Option<HeadSeen>,
+    /// New board messages per second lately, from the plans' heads.
+    board_rate: BoardRate,
 }
 
 /// The worker, supervised: the loop runs until `cancel` fires (after finishing the batch in
@@ -153,6 +155,7 @@ impl<S: DetectionScheme> Worker<S> {
             listed: None,
             ahead: ahead::Ahead::default(),
             head_seen: None,
+            board_rate: BoardRate::default(),
         }
     }
 
@@ -183,6 +186,7 @@ impl<S: DetectionScheme> Worker<S> {
                 Pick::Serve {
                     key_id,
                     lane: Lane::Bulk,
+                    ..
                 } => {
                     let group =
                         (self.queue).companions(&plan.views, plan.head, key_id, self.fill());
@@ -202,7 +206,14 @@ impl<S: DetectionScheme> Worker<S> {
             let took = planning.elapsed().as_secs_f64();
             self.state.metrics.detection.plan_seconds.observe(took);
             match pick {
-                Pick::Serve { key_id, lane } => {
+                Pick::Serve {
+                    key_id,
+                    lane,
+                    idle_fill,
+                } => {
+                    if idle_fill {
+                        self.state.metrics.detection.idle_fills.inc();
+                    }
                     let ok = if group.is_empty() {
                         self.serve_turn(&plan, &key_id, lane, cancel).await
                     } else {
@@ -231,6 +242,7 @@ impl<S: DetectionScheme> Worker<S> {
         let load = self.cache.load_secs().unwrap_or(2.0);
         let mut policy = Policy::new(load, self.per_message_secs.unwrap_or(0.1), max_wait);
         policy.room = self.cache.has_room();
+        policy.board_rate = self.board_rate.per_sec();
         self.state
             .metrics
             .detection

@@ -105,6 +105,7 @@ impl<S: DetectionScheme> Worker<S> {
                 return None;
             }
         };
+        self.board_rate.observe(head, Instant::now());
         let batch = self.scheme.detection().batch();
         let reach = [
             self.reach(head, false).min(head),

@@ -13,7 +13,12 @@
 //!    pay yet: its backlog is below `min_batch` (the
 //!    batch that makes the load ≤ 5% of the detection it enables, from measured load and
 //!    detection times) and it has waited less than `key_max_wait_secs`. Such a key is deferred
-//!    (it collects messages) and the next one is considered.
+//!    (it collects messages) and the next one is considered. But when no key is worth serving
+//!    now, the first deferred key whose backlog would grow by less than a quarter before its
+//!    wait runs out (at the board's rate over the last minute: on a still board, any) is served
+//!    anyway (an *idle fill*): the pool would idle, the load is paid either way, and waiting
+//!    would save little of it (such a load covers at least four fifths of what the deferred one
+//!    would: at most a quarter more loads than deferring, and no idle pool while keys wait).
 //! 3. **A served key works off its backlog in large batches**, committing every `detect_batch`
 //!    messages, and yields at the first epoch boundary once it has detected at least `min_batch`
 //!    messages in this turn; then it goes to the back of the queue.
@@ -24,7 +29,7 @@
 //! (no I/O) so that it is tested here on its own.
 //! Long: the policy is pure, and its unit tests sit beside it; splitting them would part the rules from their cases.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::pool::Lane;
@@ -32,6 +37,10 @@ use super::pool::Lane;
 /// The share of detection time key loads may take: a key not in memory is loaded for a batch of
 /// at least `load / (LOAD_SHARE × per-message detection)` messages (before `key_max_wait_secs`).
 pub(super) const LOAD_SHARE: f64 = 0.05;
+
+/// A deferred key fills an idle pool when the board would grow its backlog by less than this
+/// share of it before its wait runs out.
+pub(super) const FILL_GROWTH: f64 = 0.25;
 
 /// A leased key as the policy sees it.
 #[derive(Debug, Clone)]
@@ -75,8 +84,12 @@ impl KeyView {
 /// What the worker should do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Pick {
-    /// Serve this key now.
-    Serve { key_id: String, lane: Lane },
+    /// Serve this key now (`idle_fill`: a deferred key, because nothing else is worth it).
+    Serve {
+        key_id: String,
+        lane: Lane,
+        idle_fill: bool,
+    },
     /// Nothing worth doing now: wait for new messages, or until `until` (when a deferred key's
     /// wait runs out).
     Idle { until: Option<Instant> },
@@ -101,6 +114,8 @@ pub(super) struct Policy {
     pub(super) max_wait: Duration,
     /// Whether one more key fits in memory without evicting one.
     pub(super) room: bool,
+    /// New board messages per second lately ([`BoardRate`]).
+    pub(super) board_rate: f64,
 }
 
 impl Policy {
@@ -117,7 +132,49 @@ impl Policy {
             min_batch,
             max_wait,
             room: false,
+            board_rate: 0.0,
         }
+    }
+
+    /// Whether `k`, deferred after waiting `waited`, may fill an idle pool: the board would
+    /// grow its backlog by less than [`FILL_GROWTH`] of it before its wait runs out.
+    fn fills(&self, k: &KeyView, head: u64, waited: Duration) -> bool {
+        let left = self.max_wait.saturating_sub(waited).as_secs_f64();
+        self.board_rate * left < FILL_GROWTH * k.behind(head) as f64
+    }
+}
+
+/// The board's rate of new messages over about the last minute: the head now against the
+/// head a minute ago, from the heads the plans read (sampled at most once a second).
+#[derive(Debug, Default)]
+pub(super) struct BoardRate {
+    samples: VecDeque<(u64, Instant)>,
+    per_sec: f64,
+}
+
+impl BoardRate {
+    const WINDOW: Duration = Duration::from_secs(60);
+
+    /// A plan read `head` at `now`.
+    pub(super) fn observe(&mut self, head: u64, now: Instant) {
+        let second = Duration::from_secs(1);
+        if (self.samples.back()).is_none_or(|&(_, t)| now.saturating_duration_since(t) >= second) {
+            self.samples.push_back((head, now));
+        }
+        // Keep the newest sample at least a window old, and those after it.
+        while (self.samples.get(1))
+            .is_some_and(|&(_, t)| now.saturating_duration_since(t) >= Self::WINDOW)
+        {
+            self.samples.pop_front();
+        }
+        let (h0, t0) = self.samples[0];
+        let secs = now.saturating_duration_since(t0).as_secs_f64().max(1.0);
+        self.per_sec = head.saturating_sub(h0) as f64 / secs;
+    }
+
+    /// Messages per second at the last observation (0 before the board moved).
+    pub(super) fn per_sec(&self) -> f64 {
+        self.per_sec
     }
 }
 
@@ -197,6 +254,7 @@ impl Queue {
     pub(super) fn pick(&self, keys: &[KeyView], head: u64, policy: Policy, now: Instant) -> Pick {
         let mut until: Option<Instant> = None;
         let mut best: Option<(Rank, &KeyView, Lane)> = None;
+        let mut fill: Option<(Rank, &KeyView)> = None;
         for k in keys.iter().filter(|k| k.behind(head) > 0) {
             let rank = self.rank(k);
             let waited = k.waited(now);
@@ -208,18 +266,27 @@ impl Queue {
             } else {
                 let due = now + (policy.max_wait - waited);
                 until = Some(until.map_or(due, |u| u.min(due)));
+                if policy.fills(k, head, waited) && fill.as_ref().is_none_or(|(b, _)| rank < *b) {
+                    fill = Some((rank, k));
+                }
                 continue;
             };
             if best.as_ref().is_none_or(|(b, ..)| rank < *b) {
                 best = Some((rank, k, lane));
             }
         }
-        match best {
-            Some((_, k, lane)) => Pick::Serve {
+        match (best, fill) {
+            (Some((_, k, lane)), _) => Pick::Serve {
                 key_id: k.key_id.clone(),
                 lane,
+                idle_fill: false,
             },
-            None => Pick::Idle { until },
+            (None, Some((_, k))) => Pick::Serve {
+                key_id: k.key_id.clone(),
+                lane: Lane::Bulk,
+                idle_fill: true,
+            },
+            (None, None) => Pick::Idle { until },
         }
     }
 }
@@ -294,7 +361,7 @@ impl Queue {
     /// For every key with a backlog, roughly how long from `now` until it is caught up if the
     /// queue is served in order and no new message arrives: the work of the keys ahead of it
     /// (their backlogs and loads), then its own; a deferred key starts no earlier than its wait
-    /// runs out.
+    /// runs out, unless it would fill an idle pool (then it is counted in its place).
     pub(super) fn estimates(
         &self,
         keys: &[KeyView],
@@ -308,10 +375,11 @@ impl Queue {
         for k in self.order(keys, head) {
             let load = if k.cached { Duration::ZERO } else { costs.load };
             let own = load + costs.per_message * k.behind(head).min(u32::MAX as u64) as u32;
-            let deferred =
-                !(k.online || k.cached || policy.room) && k.behind(head) < policy.min_batch;
+            let waited = k.waited(now);
+            let deferred = !(k.online || k.cached || policy.room)
+                && k.behind(head) < policy.min_batch
+                && !policy.fills(k, head, waited);
             if deferred {
-                let waited = k.waited(now);
                 let start = busy.max(policy.max_wait.saturating_sub(waited));
                 out.push((k.key_id.clone(), start + own));
             } else {
@@ -361,6 +429,8 @@ mod tests {
             min_batch,
             max_wait: Duration::from_secs(60),
             room: false,
+            // Busy enough that no deferred key fills an idle pool, unless a test says so.
+            board_rate: 1e9,
         }
     }
 
@@ -368,6 +438,15 @@ mod tests {
         Pick::Serve {
             key_id: id.into(),
             lane: Lane::of(online),
+            idle_fill: false,
+        }
+    }
+
+    fn fill(id: &str) -> Pick {
+        Pick::Serve {
+            key_id: id.into(),
+            lane: Lane::Bulk,
+            idle_fill: true,
         }
     }
 
@@ -457,6 +536,64 @@ mod tests {
             ..policy(50)
         };
         assert_eq!(q.pick(&keys, 100, room, later), serve("a", false));
+    }
+
+    #[test]
+    fn a_deferred_key_fills_an_idle_pool_when_waiting_would_grow_its_backlog_little() {
+        let t0 = Instant::now();
+        let mut q = Queue::default();
+        // Ten messages behind, not worth a load (50), 40 s of its wait left.
+        let mut keys = listing(vec![key("a", 90, false, false), key("b", 95, false, false)]);
+        observe(&mut q, &mut keys[..1], 100, t0);
+        observe(&mut q, &mut keys, 100, t0 + Duration::from_secs(1));
+        let now = t0 + Duration::from_secs(20);
+        let at = |board_rate| Policy {
+            board_rate,
+            ..policy(50)
+        };
+        // A still board, or one that would add less than a quarter of the backlog (2.5
+        // messages) in 40 s: the first in the queue fills the pool.
+        assert_eq!(q.pick(&keys, 100, at(0.0), now), fill("a"));
+        assert_eq!(q.pick(&keys, 100, at(0.05), now), fill("a"));
+        // Busier: it waits, and so does "b" (5 behind, 41 s left).
+        let idle = Pick::Idle {
+            until: Some(t0 + Duration::from_secs(60)),
+        };
+        assert_eq!(q.pick(&keys, 100, at(0.1), now), idle);
+        // A key worth serving goes first: no fill while there is work.
+        keys[1].cached = true;
+        assert_eq!(q.pick(&keys, 100, at(0.0), now), serve("b", false));
+        // The estimates count a key that fills in its place, not at its deadline.
+        let costs = Costs {
+            per_message: Duration::from_secs(1),
+            load: Duration::from_secs(3),
+        };
+        let secs = |rate| {
+            (q.estimates(&keys, 100, at(rate), costs, now).into_iter())
+                .map(|(k, d)| (k, d.as_secs()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(secs(0.0), [("a".into(), 13), ("b".into(), 18)]);
+        assert_eq!(secs(0.1), [("a".into(), 53), ("b".into(), 5)]);
+    }
+
+    #[test]
+    fn the_board_rate_is_the_heads_move_over_the_last_minute() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut r = BoardRate::default();
+        r.observe(100, t0);
+        assert_eq!(r.per_sec(), 0.0);
+        // Within a second of the last sample: not a sample, but the rate counts the move.
+        r.observe(101, t0 + Duration::from_millis(200));
+        assert_eq!(r.per_sec(), 1.0);
+        r.observe(160, at(30));
+        assert_eq!(r.per_sec(), 2.0);
+        // A minute later with no post: still.
+        r.observe(160, at(90));
+        assert_eq!(r.per_sec(), 0.0);
+        r.observe(220, at(91));
+        assert_eq!(r.per_sec(), 60.0 / 61.0);
     }
 
     #[test]
@@ -605,6 +742,7 @@ mod tests {
                 min_batch: rng.gen_range(1..12),
                 max_wait: Duration::from_secs(120),
                 room: rng.gen_bool(0.2),
+                board_rate: [0.0, 0.01, 0.05, 1e9][rng.gen_range(0..4)],
             };
             // The queue order, by a plain sort.
             let mut order: Vec<&KeyView> = keys.iter().filter(|k| k.behind(head) > 0).collect();
@@ -613,6 +751,7 @@ mod tests {
             assert_eq!(ids(&q.order(&keys, head)), ids(&order), "round {round}");
             let mut until: Option<Instant> = None;
             let mut want = None;
+            let mut fills = None;
             for k in &order {
                 let waited = k.waited(now);
                 if k.online || k.cached || p.room || k.behind(head) >= p.min_batch {
@@ -622,11 +761,15 @@ mod tests {
                 } else {
                     let due = now + (p.max_wait - waited);
                     until = Some(until.map_or(due, |u| u.min(due)));
+                    let growth = p.board_rate * (p.max_wait - waited).as_secs_f64();
+                    if fills.is_none() && growth < FILL_GROWTH * k.behind(head) as f64 {
+                        fills = Some(fill(&k.key_id));
+                    }
                     continue;
                 }
                 break;
             }
-            let want = want.unwrap_or(Pick::Idle { until });
+            let want = want.or(fills).unwrap_or(Pick::Idle { until });
             assert_eq!(q.pick(&keys, head, p, now), want, "round {round}: {keys:?}");
             for n in [0, 1, 3, usize::MAX] {
                 let got: Vec<&str> = (q.first(keys.iter().filter(|k| k.behind(head) > 0), n))
