@@ -3,8 +3,8 @@
 //! each recipient's digest, asked for while the batch is still open, decodes to exactly its
 //! messages. A full batch is detected for a key whose recipient is offline and the next batch's
 //! messages once it comes online; keys behind load while others are detected, keys time-shared
-//! through memory for one catch up a still board without waiting out their deadline, and every
-//! digest is exact; the closed epoch's payloads and an attachment come back
+//! through memory for one catch up a still board without waiting out their deadline (and
+//! through memory for two, load ahead in place of keys caught up), and every digest is exact; the closed epoch's payloads and an attachment come back
 //! byte-exact by PIR, the same number of queries whatever the recipient has there, and PIR
 //! refuses the open epoch and one past the board. Keys and clues of the other scheme are refused, as are
 //! malformed light clues and keys, and nothing is stored.
@@ -28,6 +28,7 @@ test_each_backend!(
     an_offline_key_is_detected_batch_by_batch,
     offline_keys_load_while_others_are_detected,
     time_shared_keys_catch_up_a_still_board_without_waiting_out_their_deadline,
+    time_shared_keys_load_ahead_in_place_of_keys_caught_up,
     keys_and_clues_of_the_other_scheme_are_refused,
 );
 
@@ -197,43 +198,73 @@ async fn offline_keys_load_while_others_are_detected(db: &TestDb) {
 }
 
 async fn time_shared_keys_catch_up_a_still_board_without_waiting_out_their_deadline(db: &TestDb) {
-    // Memory for one light key, three offline keys a full batch behind, and an hour's wait for
-    // a batch worth a load (a light key's load is worth hundreds of batches: never on this
-    // board). The board is posted before omrd starts, so it is still from omrd's first look
-    // (the rate is over the last minute): the keys not in memory are served as soon as nothing
-    // else is, within the catch-up's time, not the hour.
+    // Memory for one light key and three keys: the keys not in memory are served as soon as
+    // nothing else is, each filling the idle pool in turn.
+    let (fills, _) = time_shared_catch_up(db, 1, 3).await;
+    assert!(fills >= 2.0, "{fills} keys filled an idle pool");
+}
+
+async fn time_shared_keys_load_ahead_in_place_of_keys_caught_up(db: &TestDb) {
+    // Memory for two light keys and four keys: while one key's batch is detected the next
+    // loads, the first beside it in the room memory has, the others in place of a key that
+    // caught up.
+    let (_, ahead) = time_shared_catch_up(db, 2, 4).await;
+    assert!(
+        ahead >= 2.0,
+        "{ahead} loads ahead: none in place of a key caught up"
+    );
+}
+
+/// `keys` offline light keys a full batch behind, memory for `memory_keys` of them, and an
+/// hour's wait for a batch worth a load (a light key's load is worth hundreds of batches: never
+/// on this board). The board is posted and the keys registered before the detection worker
+/// starts, so the board is still from its first look (the rate is over the last minute) and it
+/// lists every key at once: every key catches up within the catch-up's time, not the hour, its
+/// digest exact. Returns the idle fills and the loads ahead.
+async fn time_shared_catch_up(db: &TestDb, memory_keys: u64, keys: usize) -> (f64, f64) {
+    let light_key = 32u64 << 20; // an omr-light-v1 key in memory, about
     let s = TestServer::start_configured(db, |c| {
         c.param_set = OMR_LIGHT_V1.name.to_string();
         c.allow_insecure_params = false;
         c.epoch_len = OMR_LIGHT_V1.batch as u64;
         c.poll_interval_ms = 200;
         c.worker_threads = 2;
-        c.key_memory_bytes = 40 << 20;
+        c.key_memory_bytes = memory_keys * light_key + light_key / 4;
         c.key_max_wait_secs = 3600;
+        c.role = omr_server::Role::Api;
     })
     .await;
     let api = s.client();
-    let secrets: Vec<SecretKey> = (0..3).map(|_| SecretKey::generate(&OMR_LIGHT_V1)).collect();
+    let secrets: Vec<SecretKey> = (0..keys)
+        .map(|_| SecretKey::generate(&OMR_LIGHT_V1))
+        .collect();
     let d = OMR_LIGHT_V1.batch as u64;
-    let to = |i: u64| (i % 61 < 3).then_some((i % 61) as usize);
+    let n = keys as u64;
+    let to = move |i: u64| (i % 61 < n).then_some((i % 61) as usize);
     let addresses: Vec<Address> = secrets.iter().map(SecretKey::address).collect();
     api.post_all(batch_for(&addresses, to)).await;
-    let s = s.restart().await;
-    let api = s.client();
     let mut recipients = Vec::new();
     for secret in secrets {
         recipients.push(api.register_light_key(secret).await);
     }
+    let s = s
+        .restart_configured(|c| c.role = omr_server::Role::Both)
+        .await;
+    let api = s.client();
     wait_for(CATCH_UP, "every key detected the batch", || async {
-        (api.metric("omr_detections_total").await >= Some(3.0 * d as f64)).then_some(())
+        (api.metric("omr_detections_total").await >= Some((n * d) as f64)).then_some(())
     })
     .await;
-    let fills = api
-        .metric("omr_detect_idle_fills_total")
-        .await
-        .unwrap_or(0.0);
-    assert!(fills >= 2.0, "{fills} keys filled an idle pool");
+    let metric = |name| {
+        let api = &api;
+        async move { api.metric(name).await.unwrap_or(0.0) }
+    };
+    let counts = (
+        metric("omr_detect_idle_fills_total").await,
+        metric("omr_key_loads_ahead_total").await,
+    );
     assert_batch_digests(&api, &recipients, to).await;
+    counts
 }
 
 /// A full batch: message `i` to `addresses[to(i)]`, or to a stranger.

@@ -1,7 +1,7 @@
 //! Keys loaded ahead of their turn: while the pool detects keys already in memory, the next
 //! cold keys in the queue (offline, behind, not in memory) are read from the store or their
-//! files and laid out beside it, as many as memory holds without evicting a key and at most two
-//! per detection thread (a load is partly the store's read: with one per thread a light
+//! files and laid out beside it, as many as memory holds without evicting a key (and, keys
+//! time-shared, in place of keys with nothing to detect) and at most two per detection thread (a load is partly the store's read: with one per thread a light
 //! catch-up on two threads kept 79 % of the cores busy, with two 87–88 %). A load is reading
 //! the store and writing fresh memory; run between turns, as before, it left the pool idle: on
 //! 16 cores a catch-up of 200 light keys spent two thirds of its wall time loading
@@ -12,6 +12,7 @@
 //! a key whose load is under way waits for that load instead of starting another.
 
 use std::future::Future;
+use std::time::Instant;
 
 use futures::FutureExt;
 use tracing::Instrument;
@@ -47,16 +48,30 @@ impl<S: DetectionScheme> Ahead<S> {
 
 impl<S: DetectionScheme> Worker<S> {
     /// Begin loading the cold keys next in the queue after the keys `busy` that a bulk turn is
-    /// about to detect, while memory has room for them without evicting a key, at most two
-    /// loads per detection thread under way.
+    /// about to detect, at most two loads per detection thread under way: while memory has
+    /// room for them without evicting a key; and beyond that, when keys are time-shared, in
+    /// place of keys in memory with nothing to detect (offline, caught up, not in the turn),
+    /// for cold keys the policy would load now although memory is full
+    /// ([`Policy::worth_loading`]: their turns would evict such keys anyway, the pool waiting).
     pub(super) fn load_ahead(&mut self, plan: &Plan, busy: &[&str]) {
         // Every key in memory or being loaded (the steady state): no look at the queue.
         if self.cache.len() + self.ahead.loads.len() >= plan.keys.len() {
             return;
         }
-        // No room, or nothing known yet of a key's size (`room_for` is 0 before any load).
-        let take = (self.cache.room_for())
-            .min((2 * self.pools.threads()).saturating_sub(self.ahead.loads.len()));
+        let slots = (2 * self.pools.threads()).saturating_sub(self.ahead.loads.len());
+        // Nothing known yet of a key's size: `room_for` is 0 before any load (and no key is
+        // in memory to give way).
+        let room = self.cache.room_for().min(slots);
+        let idle: Vec<&str> = if room < slots {
+            (plan.views.iter())
+                .filter(|v| v.cached && !v.online && v.behind(plan.head) == 0)
+                .map(|v| v.key_id.as_str())
+                .filter(|id| !busy.contains(id))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let take = (room + idle.len()).min(slots);
         if take == 0 {
             return;
         }
@@ -68,11 +83,22 @@ impl<S: DetectionScheme> Worker<S> {
                 && !busy.contains(&v.key_id.as_str())
                 && !ahead.contains(&v.key_id)
         });
-        let keys: Vec<ActiveKey> = (self.queue.first(cold, take).into_iter())
-            .filter_map(|v| plan.key(&v.key_id).cloned())
-            .collect();
+        let next = self.queue.first(cold, take);
+        let mut full = self.policy();
+        full.room = false;
+        let now = Instant::now();
+        let mut keys = Vec::new();
+        for (i, v) in next.into_iter().enumerate() {
+            if i >= room && !full.worth_loading(v, plan.head, now) {
+                continue;
+            }
+            keys.extend(plan.key(&v.key_id).cloned());
+        }
         let pool = self.pools.of(Lane::Bulk).clone();
         for key in keys {
+            if !self.cache.has_room() && !self.cache.evict_one_of(idle.iter().copied()) {
+                break;
+            }
             let span = tracing::debug_span!("load_ahead", key_id = %key.key_id);
             let load = (self.cache).begin_load(&self.state, &pool, &key, &plan.online);
             let task = tokio::spawn(supervise::in_incarnation(load.instrument(span)));

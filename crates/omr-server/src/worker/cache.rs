@@ -236,12 +236,29 @@ impl<S: DetectionScheme> KeyCache<S> {
                 .min_by_key(|(id, c)| (pinned.contains(*id), c.used))
                 .map(|(k, _)| k.clone())
                 .expect("not empty");
-            tracing::debug!(key_id = %victim, "evicting expanded key to make room");
-            if let Some(gone) = self.keys.remove(&victim) {
-                self.files.evicted(&victim, gone.key);
-                self.changed.insert(victim.clone());
-                self.evicted.insert(victim, gone.cursor);
-            }
+            self.evict(&victim);
         }
+    }
+
+    /// Evict the least recently used of `candidates` that is in memory, if any: it is filed
+    /// (when its scheme files keys at eviction) and its cursor remembered.
+    pub(super) fn evict_one_of<'a>(&mut self, candidates: impl Iterator<Item = &'a str>) -> bool {
+        let victim = candidates
+            .filter_map(|id| self.keys.get(id).map(|c| (c.used, id)))
+            .min()
+            .map(|(_, id)| id.to_string());
+        victim.is_some_and(|v| self.evict(&v))
+    }
+
+    /// Take `victim` out of memory (see [`evict_one_of`](Self::evict_one_of)).
+    fn evict(&mut self, victim: &str) -> bool {
+        let Some(gone) = self.keys.remove(victim) else {
+            return false;
+        };
+        tracing::debug!(key_id = %victim, "evicting expanded key to make room");
+        self.files.evicted(victim, gone.key);
+        self.changed.insert(victim.to_string());
+        self.evicted.insert(victim.to_string(), gone.cursor);
+        true
     }
 }

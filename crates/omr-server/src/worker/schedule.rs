@@ -136,6 +136,18 @@ impl Policy {
         }
     }
 
+    /// Whether `k`, not in memory, is worth loading at `now` even if memory is full (with this
+    /// policy's `room`, whatever it is): online, a backlog worth the load, its wait run out, or
+    /// it may fill an idle pool. The pick serves such a key when its turn comes.
+    pub(super) fn worth_loading(&self, k: &KeyView, head: u64, now: Instant) -> bool {
+        let waited = k.waited(now);
+        k.online
+            || self.room
+            || k.behind(head) >= self.min_batch
+            || waited >= self.max_wait
+            || self.fills(k, head, waited)
+    }
+
     /// Whether `k`, deferred after waiting `waited`, may fill an idle pool: the board would
     /// grow its backlog by less than [`FILL_GROWTH`] of it before its wait runs out.
     fn fills(&self, k: &KeyView, head: u64, waited: Duration) -> bool {
@@ -771,6 +783,23 @@ mod tests {
             }
             let want = want.or(fills).unwrap_or(Pick::Idle { until });
             assert_eq!(q.pick(&keys, head, p, now), want, "round {round}: {keys:?}");
+            // A key out of memory that the pick serves is one worth loading, and a deferred
+            // one that would not fill is not.
+            for k in order.iter().filter(|k| !k.cached) {
+                let deferred = !(k.online || p.room || k.behind(head) >= p.min_batch)
+                    && k.waited(now) < p.max_wait;
+                let fills = p.board_rate * p.max_wait.saturating_sub(k.waited(now)).as_secs_f64()
+                    < FILL_GROWTH * k.behind(head) as f64;
+                assert_eq!(
+                    p.worth_loading(k, head, now),
+                    !deferred || fills,
+                    "round {round}"
+                );
+            }
+            if let Pick::Serve { key_id, .. } = &want {
+                let k = keys.iter().find(|k| &k.key_id == key_id).expect("picked");
+                assert!(k.cached || p.worth_loading(k, head, now), "round {round}");
+            }
             for n in [0, 1, 3, usize::MAX] {
                 let got: Vec<&str> = (q.first(keys.iter().filter(|k| k.behind(head) > 0), n))
                     .iter()

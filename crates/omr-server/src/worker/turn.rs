@@ -208,6 +208,12 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
                 .boxed()
         });
         let loads: Vec<_> = std::iter::once(own).chain(beside).collect();
+        // The next cold keys begin loading ahead too, in the room left or in place of keys with
+        // nothing to detect (keys time-shared, each a batch behind: every turn is a load).
+        if alongside && lane == Lane::Bulk {
+            let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
+            self.load_ahead(plan, &busy);
+        }
         let loaded = futures::future::join_all(loads);
         let loaded = if alongside {
             let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
