@@ -70,11 +70,12 @@ pub(super) async fn prepare<S: DetectionScheme>(
     limit: usize,
     reach: u64,
 ) -> anyhow::Result<Option<Job<S>>> {
-    prepare_reading(ctx, cache, key, limit, reach, true).await
+    prepare_reading(ctx, cache, key, limit, reach, true, None).await
 }
 
 /// [`prepare`], reading a batch scheme's messages only when `read` (a group's companions leave
-/// them to the first job: see [`run_group`]).
+/// them to the first job: see [`run_group`]), and its board head from the store unless
+/// `head` gives it (a group reads it once for all its keys).
 async fn prepare_reading<S: DetectionScheme>(
     ctx: &WorkerContext,
     cache: &mut KeyCache<S>,
@@ -82,6 +83,7 @@ async fn prepare_reading<S: DetectionScheme>(
     limit: usize,
     reach: u64,
     read: bool,
+    head: Option<u64>,
 ) -> anyhow::Result<Option<Job<S>>> {
     let cursor = next_index(cache, key);
     let scheme = cache.scheme().clone();
@@ -91,7 +93,10 @@ async fn prepare_reading<S: DetectionScheme>(
         // work is still prepared, its messages are not read again (every key's job would read
         // the same 12 MB of clues).
         let from = ctx.epochs.start_of(cursor);
-        let head = ctx.store.board_head().await?;
+        let head = match head {
+            Some(head) => head,
+            None => ctx.store.board_head().await?,
+        };
         let end = head.min(reach).min(ctx.epochs.next_boundary(from));
         if end <= cursor {
             return Ok(None);
@@ -231,9 +236,15 @@ pub(super) async fn prepare_group<S: DetectionScheme>(
     reach: u64,
 ) -> anyhow::Result<Vec<Job<S>>> {
     let mut jobs: Vec<Job<S>> = Vec::with_capacity(keys.len());
+    // A batch scheme's keys read one head, so that they see one batch (and one store read,
+    // not one per key).
+    let head = match cache.scheme().detection().batch() {
+        Some(_) => Some(ctx.store.board_head().await?),
+        None => None,
+    };
     for key in keys {
         let read = jobs.is_empty();
-        if let Some(job) = prepare_reading(ctx, cache, key, limit, reach, read).await? {
+        if let Some(job) = prepare_reading(ctx, cache, key, limit, reach, read, head).await? {
             jobs.push(job);
         }
     }
