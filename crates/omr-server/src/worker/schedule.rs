@@ -141,11 +141,15 @@ impl Policy {
     /// it may fill an idle pool. The pick serves such a key when its turn comes.
     pub(super) fn worth_loading(&self, k: &KeyView, head: u64, now: Instant) -> bool {
         let waited = k.waited(now);
-        k.online
-            || self.room
-            || k.behind(head) >= self.min_batch
-            || waited >= self.max_wait
-            || self.fills(k, head, waited)
+        !self.defers(k, head, waited) || self.fills(k, head, waited)
+    }
+
+    /// Whether `k`, after waiting `waited`, is deferred to collect a batch worth its load: not
+    /// online, not in memory, memory full, its backlog below `min_batch` and its wait not run
+    /// out. Every other key with a backlog is served when its turn comes (on its lane).
+    fn defers(&self, k: &KeyView, head: u64, waited: Duration) -> bool {
+        !(k.online || k.cached || self.room || k.behind(head) >= self.min_batch)
+            && waited < self.max_wait
     }
 
     /// Whether `k`, deferred after waiting `waited`, may fill an idle pool: the board would
@@ -265,32 +269,27 @@ impl Queue {
     /// the first in queue order that is worth serving now, found in one pass (no sort).
     pub(super) fn pick(&self, keys: &[KeyView], head: u64, policy: Policy, now: Instant) -> Pick {
         let mut until: Option<Instant> = None;
-        let mut best: Option<(Rank, &KeyView, Lane)> = None;
+        let mut best: Option<(Rank, &KeyView)> = None;
         let mut fill: Option<(Rank, &KeyView)> = None;
         for k in keys.iter().filter(|k| k.behind(head) > 0) {
             let rank = self.rank(k);
             let waited = k.waited(now);
-            let lane = if k.online || k.cached || policy.room || k.behind(head) >= policy.min_batch
-            {
-                Lane::of(k.online)
-            } else if waited >= policy.max_wait {
-                Lane::Bulk
-            } else {
+            if policy.defers(k, head, waited) {
                 let due = now + (policy.max_wait - waited);
                 until = Some(until.map_or(due, |u| u.min(due)));
                 if policy.fills(k, head, waited) && fill.as_ref().is_none_or(|(b, _)| rank < *b) {
                     fill = Some((rank, k));
                 }
                 continue;
-            };
-            if best.as_ref().is_none_or(|(b, ..)| rank < *b) {
-                best = Some((rank, k, lane));
+            }
+            if best.as_ref().is_none_or(|(b, _)| rank < *b) {
+                best = Some((rank, k));
             }
         }
         match (best, fill) {
-            (Some((_, k, lane)), _) => Pick::Serve {
+            (Some((_, k)), _) => Pick::Serve {
                 key_id: k.key_id.clone(),
-                lane,
+                lane: Lane::of(k.online),
                 idle_fill: false,
             },
             (None, Some((_, k))) => Pick::Serve {
