@@ -1,6 +1,6 @@
 //! Fault injection for the in-process server: [`Faults`] is the job hook a [`TestServer`]
 //! installs in its detection worker (`Application::set_job_hooks`), so that tests can make
-//! detection jobs panic or hold offline keys' jobs, and omrd's own state carries none of it.
+//! detection jobs panic or hold either lane's jobs, and omrd's own state carries none of it.
 //!
 //! [`TestServer`]: crate::TestServer
 
@@ -18,13 +18,20 @@ pub struct Faults {
     /// `bulk_jobs_held` counts them.
     pub hold_bulk_jobs: AtomicBool,
     pub bulk_jobs_held: AtomicU32,
+    /// The same for online keys' jobs (the online lane), counted by `online_jobs_held`.
+    pub hold_online_jobs: AtomicBool,
+    pub online_jobs_held: AtomicU32,
 }
 
 impl JobHooks for Faults {
     fn before_job(&self, lane: Lane) {
-        if lane == Lane::Bulk && self.hold_bulk_jobs.load(Ordering::Acquire) {
-            self.bulk_jobs_held.fetch_add(1, Ordering::AcqRel);
-            while self.hold_bulk_jobs.load(Ordering::Acquire) {
+        let (hold, held) = match lane {
+            Lane::Bulk => (&self.hold_bulk_jobs, &self.bulk_jobs_held),
+            Lane::Online => (&self.hold_online_jobs, &self.online_jobs_held),
+        };
+        if hold.load(Ordering::Acquire) {
+            held.fetch_add(1, Ordering::AcqRel);
+            while hold.load(Ordering::Acquire) {
                 std::thread::sleep(Duration::from_millis(2));
             }
         }

@@ -2,7 +2,7 @@
 //! serves time-shares them and every digest is still exact; the lag metrics cover every
 //! registered key, including keys no worker holds and keys that wait for their turn, and so does
 //! GetKeyStatus; a recipient that comes online is served at once, and while an offline key's
-//! batch runs. Keys whose backlogs alone cannot fill the pool are served together in one turn
+//! batch runs, and the offline keys' batches go on while an online key's batch runs. Keys whose backlogs alone cannot fill the pool are served together in one turn
 //! (TFHE: side by side; omr-light-v1: one pass over the batch for the group), every digest
 //! exact.
 
@@ -21,6 +21,7 @@ test_each_backend!(
     more_keys_than_memory_holds_are_all_detected_exactly,
     lag_metrics_cover_unassigned_and_waiting_keys,
     an_online_key_is_served_while_an_offline_batch_runs,
+    an_offline_key_is_served_while_an_online_batch_runs,
     keys_a_few_messages_behind_are_served_together_exactly,
     light_keys_at_one_batch_share_a_pass_exactly,
 );
@@ -147,33 +148,25 @@ async fn lag_metrics_cover_unassigned_and_waiting_keys(db: &TestDb) {
 async fn an_online_key_is_served_while_an_offline_batch_runs(db: &TestDb) {
     let s = TestServer::start_configured(db, quick_detection).await;
     let api = s.client();
-    let offline = api.register(insecure_keys(4), Start::FromNow(true)).await;
-    let online = api.register(insecure_keys(4), Start::FromNow(true)).await;
-    status(&s, &online).await; // its recipient asks: it is online
-    wait_until(SETTLE, "the worker sees one online key", || async {
-        api.metric("omr_keys_online").await == Some(1.0)
-    })
-    .await;
+    let (offline, online) = offline_and_online(&s).await;
 
     // Offline keys' detection jobs are held: the offline key's batch starts and stays in flight.
-    let (state, faults) = (s.state(), s.faults());
+    let faults = s.faults();
     faults.hold_bulk_jobs.store(true, Ordering::SeqCst);
     let first = api.post(&online.keys.clue_key, b"first").await;
-    wait_until(SETTLE, "the offline key's batch is in flight", || async {
-        faults.bulk_jobs_held.load(Ordering::SeqCst) >= 1
-    })
+    wait_held(
+        &faults.bulk_jobs_held,
+        "the offline key's batch is in flight",
+    )
     .await;
     // A new message meanwhile: the online key detects it without waiting for that batch.
     let second = api.post(&online.keys.clue_key, b"second").await;
-    let store = &state.store;
-    let cursor =
-        |key_id: String| async move { store.cursor(&key_id).await.expect("cursor").unwrap_or(0) };
     wait_until(SETTLE, "the online key passed both messages", || async {
-        cursor(online.key_id.clone()).await > second
+        cursor(&s, &online).await > second
     })
     .await;
     assert!(
-        cursor(offline.key_id.clone()).await <= first,
+        cursor(&s, &offline).await <= first,
         "the offline key's batch was held"
     );
     assert_eq!(faults.bulk_jobs_held.load(Ordering::SeqCst), 1);
@@ -189,6 +182,90 @@ async fn an_online_key_is_served_while_an_offline_batch_runs(db: &TestDb) {
         .messages
         .is_empty());
     s.stop().await;
+}
+
+async fn an_offline_key_is_served_while_an_online_batch_runs(db: &TestDb) {
+    // One epoch for the whole test: the offline key's turn does not yield at a boundary.
+    let s = TestServer::start_configured(db, |c| {
+        quick_detection(c);
+        c.epoch_len = 64;
+    })
+    .await;
+    let api = s.client();
+    let (offline, online) = offline_and_online(&s).await;
+
+    // The offline key's first batch is held in flight (the online key, served first, is not).
+    let faults = s.faults();
+    faults.hold_bulk_jobs.store(true, Ordering::SeqCst);
+    let noise = insecure_keys(4);
+    let first = api.post(&noise.clue_key, b"first").await;
+    wait_held(
+        &faults.bulk_jobs_held,
+        "the offline key's batch is in flight",
+    )
+    .await;
+    // Messages meanwhile: the online key's batch starts beside it, and is held in its turn.
+    faults.hold_online_jobs.store(true, Ordering::SeqCst);
+    let mut want = (Vec::new(), Vec::new());
+    for i in 0..12 {
+        let payload = format!("message {i}").into_bytes();
+        let (to, list) = match i % 3 {
+            0 => (&offline.keys.clue_key, &mut want.0),
+            1 => (&online.keys.clue_key, &mut want.1),
+            _ => (&noise.clue_key, &mut Vec::new()),
+        };
+        let idx = api.post(to, &payload).await;
+        list.push((idx, payload));
+    }
+    let last = want
+        .0
+        .last()
+        .map_or(first, |m| m.0)
+        .max(want.1.last().map_or(first, |m| m.0));
+    wait_held(&faults.online_jobs_held, "an online batch is in flight").await;
+
+    // The offline batch released, the offline key goes through the board batch after batch
+    // (three messages each) while the online batch is still held.
+    faults.hold_bulk_jobs.store(false, Ordering::SeqCst);
+    wait_until(SETTLE, "the offline key passed every message", || async {
+        cursor(&s, &offline).await > last
+    })
+    .await;
+    assert!(
+        cursor(&s, &online).await <= first + 1,
+        "the online key's batch was held"
+    );
+    assert_eq!(faults.online_jobs_held.load(Ordering::SeqCst), 1);
+
+    // Released, the online key catches up; both digests are exact.
+    faults.hold_online_jobs.store(false, Ordering::SeqCst);
+    assert_eq!(api.caught_up_digest(&online, None).await.messages, want.1);
+    assert_eq!(api.caught_up_digest(&offline, None).await.messages, want.0);
+    s.stop().await;
+}
+
+/// An offline key and an online one (its recipient asked), once the worker sees it online.
+async fn offline_and_online(s: &TestServer) -> (Recipient, Recipient) {
+    let api = s.client();
+    let offline = api.register(insecure_keys(4), Start::FromNow(true)).await;
+    let online = api.register(insecure_keys(4), Start::FromNow(true)).await;
+    status(s, &online).await; // its recipient asks: it is online
+    wait_until(SETTLE, "the worker sees one online key", || async {
+        api.metric("omr_keys_online").await == Some(1.0)
+    })
+    .await;
+    (offline, online)
+}
+
+/// Wait until a job is held (`held`: one of the fault hooks' counts).
+async fn wait_held(held: &std::sync::atomic::AtomicU32, what: &str) {
+    wait_until(SETTLE, what, || async { held.load(Ordering::SeqCst) >= 1 }).await;
+}
+
+/// `r`'s cursor in the store.
+async fn cursor(s: &TestServer, r: &Recipient) -> u64 {
+    let cursor = s.state().store.cursor(&r.key_id).await;
+    cursor.expect("cursor").unwrap_or(0)
 }
 
 async fn keys_a_few_messages_behind_are_served_together_exactly(db: &TestDb) {

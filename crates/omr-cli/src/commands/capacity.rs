@@ -60,6 +60,11 @@ pub struct CapacityArgs {
     /// Detection threads [default: one per core].
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// detect_batch of the embedded omrd: messages a key's batch detects and commits at once
+    /// [default: omrd's]. With as many as threads, two cores show the per-batch overhead a
+    /// many-core node sees with omrd's default.
+    #[arg(long, default_value_t = 0)]
+    detect_batch: usize,
     /// Parameter set: omr-v1, omr-v2 or omr-light-v1.
     #[arg(long, default_value = "omr-v1")]
     param_set: String,
@@ -125,6 +130,13 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
         ..Default::default()
     }
     .without_rate_limits();
+    let config = match a.detect_batch {
+        0 => config,
+        n => omr_server::Config {
+            detect_batch: n,
+            ..config
+        },
+    };
     let app = omr_server::Application::build(config).await?;
     let store = app.store();
     let client = Client::new(

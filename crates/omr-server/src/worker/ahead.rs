@@ -21,7 +21,7 @@ use omr_store::ActiveKey;
 
 use super::cache::Loaded;
 use super::pool::Lane;
-use super::turn::AbortOnDrop;
+use super::turn::{joined, AbortOnDrop};
 use super::{supervise, Plan, Worker};
 use crate::scheme::DetectionScheme;
 
@@ -120,7 +120,7 @@ impl<S: DetectionScheme> Worker<S> {
             let loaded = (&mut task.0)
                 .now_or_never()
                 .expect("a finished task answers at once");
-            self.end_ahead(&key, joined(loaded));
+            self.end_ahead(&key, joined(loaded, "a key's load"));
         }
     }
 
@@ -136,7 +136,7 @@ impl<S: DetectionScheme> Worker<S> {
             .iter()
             .position(|(k, _)| k.key_id == key_id)?;
         let (_, mut task) = self.ahead.loads.swap_remove(i);
-        Some(async move { joined((&mut task.0).await) })
+        Some(async move { joined((&mut task.0).await, "a key's load") })
     }
 
     /// Keep (or log the failure of) `key`'s load ahead.
@@ -145,9 +145,4 @@ impl<S: DetectionScheme> Worker<S> {
             tracing::warn!(key_id = %key.key_id, error = %e, "loading a key ahead of its turn failed");
         }
     }
-}
-
-/// A load task's answer, its panic or cancellation as an error.
-fn joined<T>(out: Result<anyhow::Result<T>, tokio::task::JoinError>) -> anyhow::Result<T> {
-    out.map_err(|e| anyhow::anyhow!("a key's load failed: {e}"))?
 }

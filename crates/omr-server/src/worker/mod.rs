@@ -8,7 +8,7 @@
 //! This module is the loop; each concern it calls on has a module of its own: `plan` (the keys,
 //! their cursors, who is online, the board head), `schedule` (which key next), `turn` (serving one key until it yields), `leases` (taking, renewing and releasing
 //! them), `cache` (expanded keys within the memory budget), `ahead` (keys loaded beside a turn, before
-//! theirs), `key_files` (loading them: expanded
+//! theirs), `online` (an online key's batch in flight beside the bulk work), `key_files` (loading them: expanded
 //! files on local disk, or the store; `key_dir`, the files' directory), `step` (one batch for one
 //! key), `pool` (the rayon pools, one per `Lane`: bulk, and online at a higher priority),
 //! `publish` (what it does, for GetKeyStatus), `supervise` (restarting the loop when it fails),
@@ -23,6 +23,7 @@ mod context;
 mod key_dir;
 pub mod key_files;
 mod leases;
+mod online;
 mod plan;
 mod pool;
 mod publish;
@@ -71,6 +72,8 @@ struct Worker<S: DetectionScheme> {
     listed: Option<Listed>,
     /// Keys being loaded beside the turns, ahead of their own.
     ahead: ahead::Ahead<S>,
+    /// An online key's batch running beside the bulk work.
+    online: Option<online::InFlight<S>>,
     /// The board head as last read.
     head_seen: Option<HeadSeen>,
     /// New board messages per second lately, from the plans' heads.
@@ -116,6 +119,13 @@ async fn run_with<S: DetectionScheme>(
     tracing::info!("detection worker stopped");
 }
 
+/// The keys of a turn: its key, then the group's others.
+fn turn_keys<'a>(key_id: &'a str, group: &'a [String]) -> Vec<&'a str> {
+    std::iter::once(key_id)
+        .chain(group.iter().map(String::as_str))
+        .collect()
+}
+
 /// Wake the loop on other processes' commits, which arrive as store notifications (PostgreSQL
 /// LISTEN/NOTIFY; nothing on SQLite); our own arrive by `board_notify`.
 fn spawn_board_listener(state: &WorkerContext, cancel: &CancellationToken) -> JoinHandle<()> {
@@ -154,6 +164,7 @@ impl<S: DetectionScheme> Worker<S> {
             published,
             listed: None,
             ahead: ahead::Ahead::default(),
+            online: None,
             head_seen: None,
             board_rate: BoardRate::default(),
         }
@@ -166,6 +177,7 @@ impl<S: DetectionScheme> Worker<S> {
         while !cancel.is_cancelled() {
             let planning = Instant::now();
             self.keep_loaded_ahead();
+            self.keep_online_done();
             let planned = self.plan().await;
             self.state.worker_health.round_planned(planned.is_some());
             let Some(plan) = planned else {
@@ -192,10 +204,7 @@ impl<S: DetectionScheme> Worker<S> {
                         (self.queue).companions(&plan.views, plan.head, key_id, self.fill());
                     // A bulk turn of keys in memory: the next cold keys load beside it.
                     if self.cache.contains(key_id) {
-                        let busy: Vec<&str> = std::iter::once(key_id.as_str())
-                            .chain(group.iter().map(String::as_str))
-                            .collect();
-                        self.load_ahead(&plan, &busy);
+                        self.load_ahead(&plan, &turn_keys(key_id, &group));
                     }
                     group
                 }
@@ -214,6 +223,7 @@ impl<S: DetectionScheme> Worker<S> {
                     if idle_fill {
                         self.state.metrics.detection.idle_fills.inc();
                     }
+                    (self.settle_online_before(&turn_keys(&key_id, &group), lane)).await;
                     let ok = if group.is_empty() {
                         self.serve_turn(&plan, &key_id, lane, cancel).await
                     } else {
@@ -227,12 +237,18 @@ impl<S: DetectionScheme> Worker<S> {
                     }
                 }
                 Pick::Idle { until } => {
+                    // Nothing else to do: finish the online batch in flight, then plan again.
+                    if self.online.is_some() {
+                        self.settle_online().await;
+                        continue;
+                    }
                     if !self.wait_for_work(until, cancel).await {
                         break;
                     }
                 }
             }
         }
+        self.settle_online().await;
     }
 
     /// The policy's tunables from what was measured so far (before any measurement: a load

@@ -15,7 +15,7 @@
 //!    detection times) and it has waited less than `key_max_wait_secs`. Such a key is deferred
 //!    (it collects messages) and the next one is considered. But when no key is worth serving
 //!    now, the first deferred key whose backlog would grow by less than a quarter before its
-//!    wait runs out (at the board's rate over the last minute: on a still board, any) is served
+//!    wait runs out (at the board's rate lately, [`BoardRate`]: on a still board, any) is served
 //!    anyway (an *idle fill*): the pool would idle, the load is paid either way, and waiting
 //!    would save little of it (such a load covers at least four fifths of what the deferred one
 //!    would: at most a quarter more loads than deferring, and no idle pool while keys wait).
@@ -160,11 +160,18 @@ impl Policy {
     }
 }
 
-/// The board's rate of new messages over about the last minute: the head now against the
-/// head a minute ago, from the heads the plans read (sampled at most once a second).
+/// The board's rate of new messages: the head now against the head a minute ago, from the
+/// heads the plans read (sampled at most once a second), but at most one message per second it
+/// has been still: a board that posted a burst and then nothing for ten seconds is taken at
+/// 0.1 messages a second, not at the burst's rate for the rest of the minute (an idle pool
+/// would wait that minute before it fills). A board that posts in bursts minutes apart is so
+/// taken as slow between them: fills then load keys a burst may grow, at most one load more
+/// per key and burst.
 #[derive(Debug, Default)]
 pub(super) struct BoardRate {
     samples: VecDeque<(u64, Instant)>,
+    /// The head last seen, and when it was first seen.
+    moved: Option<(u64, Instant)>,
     per_sec: f64,
 }
 
@@ -183,9 +190,20 @@ impl BoardRate {
         {
             self.samples.pop_front();
         }
+        if self.moved.is_none_or(|(h, _)| h != head) {
+            self.moved = Some((head, now));
+        }
         let (h0, t0) = self.samples[0];
         let secs = now.saturating_duration_since(t0).as_secs_f64().max(1.0);
-        self.per_sec = head.saturating_sub(h0) as f64 / secs;
+        let window = head.saturating_sub(h0) as f64 / secs;
+        let still = self
+            .moved
+            .map_or(0.0, |(_, t)| now.saturating_duration_since(t).as_secs_f64());
+        self.per_sec = if still >= 1.0 {
+            window.min(1.0 / still)
+        } else {
+            window
+        };
     }
 
     /// Messages per second at the last observation (0 before the board moved).
@@ -605,6 +623,39 @@ mod tests {
         assert_eq!(r.per_sec(), 0.0);
         r.observe(220, at(91));
         assert_eq!(r.per_sec(), 60.0 / 61.0);
+    }
+
+    #[test]
+    fn a_board_still_after_a_burst_is_taken_as_slow_before_the_minute_is_out() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut r = BoardRate::default();
+        r.observe(0, t0);
+        // 16,384 messages in two seconds.
+        r.observe(8_000, at(1_000));
+        r.observe(16_384, at(2_000));
+        assert_eq!(r.per_sec(), 8_192.0);
+        // Still for half a second: a pause within the burst, its rate holds.
+        r.observe(16_384, at(2_500));
+        assert_eq!(r.per_sec(), 16_384.0 / 2.5);
+        // Still for ten seconds: at most one message in ten seconds, not the minute's 1,300.
+        r.observe(16_384, at(12_000));
+        assert_eq!(r.per_sec(), 0.1);
+        // It moves again: the window's rate, not the stillness before.
+        r.observe(16_385, at(12_100));
+        assert!(
+            (r.per_sec() - 16_385.0 / 12.1).abs() < 1e-6,
+            "{}",
+            r.per_sec()
+        );
+        // A board that posts every two seconds is taken at its rate, give or take.
+        let mut r = BoardRate::default();
+        for i in 0..40u64 {
+            r.observe(i, at(2_000 * i));
+            r.observe(i, at(2_000 * i + 1_500));
+            assert!(r.per_sec() <= 1.0 / 1.5 + 1e-9, "{}", r.per_sec());
+        }
+        assert!((r.per_sec() - 0.5).abs() < 0.05, "{}", r.per_sec());
     }
 
     #[test]

@@ -178,11 +178,12 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     }
 
     /// Load `key` (not in memory) for its batch on `lane`: wait for its load ahead when one is
-    /// under way, otherwise load it, and while memory has room the next keys waiting behind it
-    /// beside it (a load reads the store or a file and then expands: one key alone leaves cores
-    /// idle). With `alongside`, the loads run as a task of their own while the loop serves the
-    /// other online keys of `plan` as messages arrive.
-    async fn load(
+    /// under way, otherwise load it; on the bulk lane the next cold keys begin loading ahead
+    /// beside it (a load reads the store or a file and then lays the key out: one key alone
+    /// leaves cores idle), and the turn starts once its own key is in. With `alongside`, the
+    /// load runs as a task of its own while the loop serves the other online keys of `plan` as
+    /// messages arrive.
+    pub(super) async fn load(
         &mut self,
         plan: &Plan,
         key: &ActiveKey,
@@ -190,78 +191,41 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         alongside: bool,
     ) -> anyhow::Result<()> {
         let pool = self.pools.of(lane).clone();
-        // The key's own load: the one under way ahead of its turn (then alone), or a new one.
-        let ahead = self.take_ahead(&key.key_id);
-        let mut keys = vec![key.clone()];
-        if ahead.is_none() && alongside && lane == Lane::Bulk {
-            keys.extend(self.loads_beside(plan, key));
-        }
-        let own = match ahead {
+        // The key's own load: the one under way ahead of its turn, or a new one.
+        let own = match self.take_ahead(&key.key_id) {
             Some(ahead) => ahead.boxed(),
             None => (self.cache)
                 .begin_load(&self.state, &pool, key, &plan.online)
                 .boxed(),
         };
-        let beside = (keys[1..].iter()).map(|k| {
-            (self.cache)
-                .begin_load(&self.state, &pool, k, &plan.online)
-                .boxed()
-        });
-        let loads: Vec<_> = std::iter::once(own).chain(beside).collect();
-        // The next cold keys begin loading ahead too, in the room left or in place of keys with
+        // The next cold keys begin loading ahead, in the room left or in place of keys with
         // nothing to detect (keys time-shared, each a batch behind: every turn is a load).
+        let busy = [key.key_id.as_str()];
         if alongside && lane == Lane::Bulk {
-            let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
             self.load_ahead(plan, &busy);
         }
-        let loaded = futures::future::join_all(loads);
         let loaded = if alongside {
-            let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
-            let all = async move { Ok::<_, anyhow::Error>(loaded.await) };
-            self.alongside_online(plan, &busy, all).await
+            let own = async move { Ok::<_, anyhow::Error>(own.await) };
+            self.alongside_online(plan, &busy, own).await
         } else {
-            Ok(loaded.await)
+            Ok(own.await)
         };
-        let mut loaded = match loaded {
-            Ok(loaded) => loaded,
+        match loaded {
+            Ok(own) => self.cache.end_load(key, own),
             Err(e) => {
-                // Release every reservation: the loads' task failed as a whole.
-                for k in &keys {
-                    let _ = self.cache.end_load(k, Err(anyhow::anyhow!("{e}")));
-                }
-                return Err(e);
-            }
-        };
-        let own = loaded.remove(0);
-        for (k, l) in keys[1..].iter().zip(loaded) {
-            if let Err(e) = self.cache.end_load(k, l) {
-                tracing::warn!(key_id = %k.key_id, error = %e, "loading a key beside another failed");
+                // Release the reservation: the load's task failed as a whole.
+                let _ = self.cache.end_load(key, Err(anyhow::anyhow!("{e}")));
+                Err(e)
             }
         }
-        self.cache.end_load(key, own)
-    }
-
-    /// Offline keys of `plan` not in memory, next in the queue after `key`, with messages to
-    /// detect: as many as fit in memory without evicting a key (each load reserves its room),
-    /// and at most one per detection thread besides `key`'s.
-    fn loads_beside(&self, plan: &Plan, key: &ActiveKey) -> Vec<ActiveKey> {
-        let room = self.cache.room_for().saturating_sub(1);
-        let take = room.min(self.pools.threads().saturating_sub(1));
-        let cold = (plan.views.iter()).filter(|v| {
-            v.behind(plan.head) > 0
-                && v.key_id != key.key_id
-                && !v.online
-                && !v.cached
-                && !self.ahead.contains(&v.key_id)
-        });
-        (self.queue.first(cold, take).into_iter())
-            .filter_map(|v| plan.key(&v.key_id).cloned())
-            .collect()
     }
 
     /// Run `work` as a task of its own (so that it progresses, and releases the connections,
     /// transactions and permits it holds, whatever the loop does meanwhile) and wait for it,
-    /// serving the online keys of `plan` other than `busy` whenever the board moves meanwhile.
+    /// keeping a batch of an online key of `plan` other than `busy` in flight beside it
+    /// whenever one has messages to detect (`online`): each online batch is a task of its own
+    /// too, so the end of either is seen at once. An online batch still running when `work`
+    /// ends runs on; the next wait (or the loop) finishes it.
     async fn alongside_online<T: Send + 'static>(
         &mut self,
         plan: &Plan,
@@ -270,19 +234,42 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     ) -> anyhow::Result<T> {
         let work = supervise::in_incarnation(work.in_current_span());
         let mut task = AbortOnDrop(tokio::spawn(work));
-        let joined = if plan.online.iter().all(|k| busy.contains(&k.as_str())) {
+        let out = if plan.online.iter().all(|k| busy.contains(&k.as_str())) {
             (&mut task.0).await
         } else {
             let notify = self.state.board_notify.clone();
+            // Look for online work at once: an online batch may have ended, or the board
+            // moved, while the loop was between two waits.
+            let mut look = true;
             loop {
+                if look {
+                    look = false;
+                    match self.online.as_mut().map(|f| f.ended().now_or_never()) {
+                        Some(Some(out)) => look = self.end_online(out),
+                        Some(None) => {}
+                        None => {
+                            self.start_online(plan, busy).await;
+                        }
+                    }
+                    if look {
+                        continue;
+                    }
+                }
+                let online = self.online.as_mut();
+                let in_flight = online.is_some();
                 tokio::select! {
                     biased;
                     out = &mut task.0 => break out,
-                    () = notify.notified() => self.serve_online(plan, busy).await,
+                    out = async { online.expect("in flight").ended().await }, if in_flight => {
+                        // Its key may have more, or another one; after a failure, the next
+                        // board move.
+                        look = self.end_online(out);
+                    }
+                    () = notify.notified() => look = true,
                 }
             }
         };
-        joined.map_err(|e| anyhow::anyhow!("a detection task failed: {e}"))?
+        joined(out, "a detection task")
     }
 
     /// Messages per batch: `detect_batch` for a scheme that detects one message at a time, the
@@ -305,32 +292,9 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         }
     }
 
-    /// Serve every online key of `plan` but those in `busy` on the online pool until it caught
-    /// up.
-    async fn serve_online(&mut self, plan: &Plan, busy: &[&str]) {
-        for key in plan.online.iter().filter_map(|id| plan.key(id)) {
-            if busy.contains(&key.key_id.as_str()) {
-                continue;
-            }
-            while self.leases.holds(&key.key_id) {
-                let span = tracing::info_span!("detect_batch", key_id = %key.key_id, online = true);
-                // Boxed: a batch alongside online keys serves them with batches of their own.
-                let batch = Box::pin(self.one_batch(plan, key, Lane::Online, false));
-                match batch.instrument(span).await {
-                    Ok(b) if b.count > 0 => self.record(b.count, b.seconds),
-                    Ok(_) => break,
-                    Err(e) => {
-                        tracing::error!(key_id = %key.key_id, error = %e, "detection step failed");
-                        break;
-                    }
-                }
-            }
-        }
-    }
-
     /// Account one batch of `count` messages that took `seconds` on a pool: the detection time
     /// metric, and the per-message time and capacity from batches that used every thread.
-    fn record(&mut self, count: usize, seconds: f64) {
+    pub(super) fn record(&mut self, count: usize, seconds: f64) {
         let m = &self.state.metrics.detection;
         m.detect_seconds.inc_by(seconds);
         if count >= self.pools.threads() {
@@ -340,6 +304,14 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             m.capacity.set(1.0 / mean);
         }
     }
+}
+
+/// A task's answer, its panic or cancellation as an error naming `what` it was.
+pub(super) fn joined<T>(
+    out: Result<anyhow::Result<T>, tokio::task::JoinError>,
+    what: &str,
+) -> anyhow::Result<T> {
+    out.map_err(|e| anyhow::anyhow!("{what} failed: {e}"))?
 }
 
 /// A task aborted when its handle is dropped (the loop was cancelled or restarted while it ran).
