@@ -70,12 +70,11 @@ pub(super) async fn prepare<S: DetectionScheme>(
     limit: usize,
     reach: u64,
 ) -> anyhow::Result<Option<Job<S>>> {
-    prepare_reading(ctx, cache, key, limit, reach, true, None).await
+    prepare_reading(ctx, cache, key, limit, reach, true).await
 }
 
 /// [`prepare`], reading a batch scheme's messages only when `read` (a group's companions leave
-/// them to the first job: see [`run_group`]), and its board head from the store unless
-/// `head` gives it (a group reads it once for all its keys).
+/// them to the first job: see [`run_group`]).
 async fn prepare_reading<S: DetectionScheme>(
     ctx: &WorkerContext,
     cache: &mut KeyCache<S>,
@@ -83,7 +82,6 @@ async fn prepare_reading<S: DetectionScheme>(
     limit: usize,
     reach: u64,
     read: bool,
-    head: Option<u64>,
 ) -> anyhow::Result<Option<Job<S>>> {
     let cursor = next_index(cache, key);
     let scheme = cache.scheme().clone();
@@ -93,10 +91,7 @@ async fn prepare_reading<S: DetectionScheme>(
         // work is still prepared, its messages are not read again (every key's job would read
         // the same 12 MB of clues).
         let from = ctx.epochs.start_of(cursor);
-        let head = match head {
-            Some(head) => head,
-            None => ctx.store.board_head().await?,
-        };
+        let head = head_for(ctx, reach).await?;
         let end = head.min(reach).min(ctx.epochs.next_boundary(from));
         if end <= cursor {
             return Ok(None);
@@ -236,15 +231,10 @@ pub(super) async fn prepare_group<S: DetectionScheme>(
     reach: u64,
 ) -> anyhow::Result<Vec<Job<S>>> {
     let mut jobs: Vec<Job<S>> = Vec::with_capacity(keys.len());
-    // A batch scheme's keys read one head, so that they see one batch (and one store read,
-    // not one per key).
-    let head = match cache.scheme().detection().batch() {
-        Some(_) => Some(ctx.store.board_head().await?),
-        None => None,
-    };
+    // A batch scheme's keys (offline) see one batch: their reach, with no store read.
     for key in keys {
         let read = jobs.is_empty();
-        if let Some(job) = prepare_reading(ctx, cache, key, limit, reach, read, head).await? {
+        if let Some(job) = prepare_reading(ctx, cache, key, limit, reach, read).await? {
             jobs.push(job);
         }
     }
@@ -351,6 +341,16 @@ pub(super) fn finish<S: DetectionScheme>(
         None => cache.evicted_at(&key_id, end),
     }
     Batch { count, seconds }
+}
+
+/// The board head a batch scheme's job detects up to, with `reach`: for an offline key its reach
+/// itself, the last full batch below a head already read (the board never shrinks, so the head
+/// now is past it: no store read); for an online key (no reach) the head now.
+async fn head_for(ctx: &WorkerContext, reach: u64) -> Result<u64, StoreError> {
+    match reach {
+        u64::MAX => ctx.store.board_head().await,
+        reach => Ok(reach),
+    }
 }
 
 /// The next board index to detect for `key`: its cached cursor, unless the store's is ahead.
