@@ -72,8 +72,8 @@ struct Worker<S: DetectionScheme> {
     listed: Option<Listed>,
     /// Keys being loaded beside the turns, ahead of their own.
     ahead: ahead::Ahead<S>,
-    /// An online key's batch running beside the bulk work.
-    online: Option<online::InFlight<S>>,
+    /// Online keys' batches beside the bulk work: the one in flight, the keys to look at.
+    online: online::Online<S>,
     /// The board head as last read.
     head_seen: Option<HeadSeen>,
     /// New board messages per second lately, from the plans' heads.
@@ -164,7 +164,7 @@ impl<S: DetectionScheme> Worker<S> {
             published,
             listed: None,
             ahead: ahead::Ahead::default(),
-            online: None,
+            online: online::Online::default(),
             head_seen: None,
             board_rate: BoardRate::default(),
         }
@@ -238,7 +238,7 @@ impl<S: DetectionScheme> Worker<S> {
                 }
                 Pick::Idle { until } => {
                     // Nothing else to do: finish the online batch in flight, then plan again.
-                    if self.online.is_some() {
+                    if self.online.in_flight() {
                         self.settle_online().await;
                         continue;
                     }

@@ -10,9 +10,15 @@
 //! recipient's message every 150 ms, the bulk pool's batches ended in step with the online
 //! ones, a third of its time idle (`omr bench-capacity`, one thread a pool, on 2 vCPUs).
 //!
+//! The keys looked at are those online when the board last moved, each until it has caught up,
+//! in a queue ([`Online`]): so a board move costs each online key one look more than its
+//! batches (a store read), not one per batch of every other key.
+//!
 //! An online batch in flight holds its key's state (taken from the cache by `step::prepare`);
 //! the loop finishes it (`step::finish`) before it serves that key otherwise: before an online
 //! turn, before it idles, and when it stops.
+
+use std::collections::VecDeque;
 
 use futures::FutureExt;
 use tracing::Instrument;
@@ -23,51 +29,103 @@ use super::turn::{joined, AbortOnDrop};
 use super::{supervise, Plan, Worker};
 use crate::scheme::DetectionScheme;
 
+/// Online keys' work beside the bulk work.
+pub(super) struct Online<S: DetectionScheme> {
+    /// The batch in flight.
+    flight: Option<InFlight<S>>,
+    /// Online keys that may have messages to detect, first looked at first: every online key
+    /// when the board moves; a key whose batch detected messages goes back to the front (it
+    /// may have more), one found caught up leaves.
+    pending: VecDeque<String>,
+}
+
+impl<S: DetectionScheme> Default for Online<S> {
+    fn default() -> Self {
+        Self {
+            flight: None,
+            pending: VecDeque::new(),
+        }
+    }
+}
+
+impl<S: DetectionScheme> Online<S> {
+    /// Whether a batch is in flight.
+    pub(super) fn in_flight(&self) -> bool {
+        self.flight.is_some()
+    }
+
+    /// The batch in flight, if it ended (without waiting).
+    fn ended_now(&mut self) -> Option<anyhow::Result<Done<S>>> {
+        (self.flight.as_mut()).and_then(|f| f.ended().now_or_never())
+    }
+
+    /// Wait for the batch in flight to end (cancel-safe: the task runs on whatever happens to
+    /// this future); pending forever when none is.
+    pub(super) async fn ended(&mut self) -> anyhow::Result<Done<S>> {
+        match self.flight.as_mut() {
+            Some(f) => f.ended().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
 /// An online key's batch in flight.
-pub(super) struct InFlight<S: DetectionScheme> {
+struct InFlight<S: DetectionScheme> {
     key_id: String,
     task: AbortOnDrop<anyhow::Result<Done<S>>>,
 }
 
 impl<S: DetectionScheme> InFlight<S> {
-    /// Wait for it to end (cancel-safe: the task runs on whatever happens to this future).
-    pub(super) async fn ended(&mut self) -> anyhow::Result<Done<S>> {
+    async fn ended(&mut self) -> anyhow::Result<Done<S>> {
         joined((&mut self.task.0).await, "a detection task")
     }
 }
 
 impl<S: DetectionScheme> Worker<S> {
-    /// Start a batch for the first online key of `plan` (not one of `busy`, leased) that has
-    /// messages to detect, loading it first when it is not in memory (the loop waits for that
-    /// load, as an online key's turn does). False when none has any, or one is in flight.
-    pub(super) async fn start_online(&mut self, plan: &Plan, busy: &[&str]) -> bool {
-        if self.online.is_some() {
-            return false;
+    /// The board moved: every online key of `plan` but those of `busy` is to be looked at.
+    pub(super) fn board_moved_online(&mut self, plan: &Plan, busy: &[&str]) {
+        let pending = &mut self.online.pending;
+        pending.clear();
+        let keys = plan.online.iter().filter(|id| !busy.contains(&id.as_str()));
+        pending.extend(keys.cloned());
+    }
+
+    /// Finish the batch in flight if it ended, then start the next one if none is in flight:
+    /// the first pending key (online in `plan`, not one of `busy`, leased) that has messages
+    /// to detect, loaded first when it is not in memory (the loop waits for that load, as an
+    /// online key's turn does). Pending keys found caught up leave the queue.
+    pub(super) async fn next_online(&mut self, plan: &Plan, busy: &[&str]) {
+        if let Some(out) = self.online.ended_now() {
+            self.end_online(out);
         }
-        for key in plan.online.iter().filter_map(|id| plan.key(id)) {
-            if busy.contains(&key.key_id.as_str()) || !self.leases.holds(&key.key_id) {
+        if self.online.in_flight() {
+            return;
+        }
+        while let Some(id) = self.online.pending.pop_front() {
+            let Some(key) = plan.key(&id).filter(|_| plan.online.contains(&id)) else {
+                continue;
+            };
+            if busy.contains(&id.as_str()) || !self.leases.holds(&id) {
                 continue;
             }
-            let span = tracing::info_span!("detect_batch", key_id = %key.key_id, online = true);
-            let job = self.online_job(plan, key).instrument(span.clone()).await;
-            let job = match job {
+            let span = tracing::info_span!("detect_batch", key_id = %id, online = true);
+            let job = match self.online_job(plan, key).instrument(span.clone()).await {
                 Ok(Some(job)) => job,
                 Ok(None) => continue,
                 Err(e) => {
-                    tracing::error!(key_id = %key.key_id, error = %e, "detection step failed");
+                    tracing::error!(key_id = %id, error = %e, "detection step failed");
                     continue;
                 }
             };
             let pool = self.pools.of(Lane::Online).clone();
             let run = job.run(self.state.clone(), pool, Lane::Online);
             let task = tokio::spawn(supervise::in_incarnation(run.instrument(span)));
-            self.online = Some(InFlight {
-                key_id: key.key_id.clone(),
+            self.online.flight = Some(InFlight {
+                key_id: id,
                 task: AbortOnDrop(task),
             });
-            return true;
+            return;
         }
-        false
     }
 
     /// The next batch of online `key`, loaded first if need be; None when it has nothing to
@@ -89,31 +147,30 @@ impl<S: DetectionScheme> Worker<S> {
         step::prepare(&self.state, &mut self.cache, key, limit, reach).await
     }
 
-    /// Finish the online batch that ended with `out`: commit's aftermath in the cache, the
-    /// counts. True when it detected messages (its key may have more).
-    pub(super) fn end_online(&mut self, out: anyhow::Result<Done<S>>) -> bool {
-        let Some(flight) = self.online.take() else {
-            return false;
+    /// Finish the online batch that ended with `out`: the commit's aftermath in the cache, the
+    /// counts; its key back to the front of the queue when it detected messages (after a
+    /// failure it waits for the next board move).
+    pub(super) fn end_online(&mut self, out: anyhow::Result<Done<S>>) {
+        let Some(flight) = self.online.flight.take() else {
+            return;
         };
         match out {
             Ok(done) => {
                 let b = step::finish(&self.state, &mut self.cache, done);
                 if b.count > 0 {
                     self.record(b.count, b.seconds);
+                    self.online.pending.push_front(flight.key_id);
                 }
-                b.count > 0
             }
             Err(e) => {
                 tracing::error!(key_id = %flight.key_id, error = %e, "detection step failed");
-                false
             }
         }
     }
 
     /// Finish the online batch in flight if it ended (without waiting).
     pub(super) fn keep_online_done(&mut self) {
-        let ended = (self.online.as_mut()).and_then(|f| f.ended().now_or_never());
-        if let Some(out) = ended {
+        if let Some(out) = self.online.ended_now() {
             self.end_online(out);
         }
     }
@@ -122,7 +179,8 @@ impl<S: DetectionScheme> Worker<S> {
     /// turn is an online one (it would run beside it on the online pool) or serves its key (a
     /// recipient gone offline since: two batches of one key would race to commit).
     pub(super) async fn settle_online_before(&mut self, ids: &[&str], lane: Lane) {
-        let serves = (self.online.as_ref()).is_some_and(|f| ids.contains(&f.key_id.as_str()));
+        let flight = self.online.flight.as_ref();
+        let serves = flight.is_some_and(|f| ids.contains(&f.key_id.as_str()));
         if lane == Lane::Online || serves {
             self.settle_online().await;
         }
@@ -130,8 +188,8 @@ impl<S: DetectionScheme> Worker<S> {
 
     /// Wait for the online batch in flight, if any, and finish it.
     pub(super) async fn settle_online(&mut self) {
-        if let Some(flight) = self.online.as_mut() {
-            let out = flight.ended().await;
+        if self.online.in_flight() {
+            let out = self.online.ended().await;
             self.end_online(out);
         }
     }

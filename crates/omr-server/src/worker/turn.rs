@@ -238,34 +238,15 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             (&mut task.0).await
         } else {
             let notify = self.state.board_notify.clone();
-            // Look for online work at once: an online batch may have ended, or the board
-            // moved, while the loop was between two waits.
-            let mut look = true;
             loop {
-                if look {
-                    look = false;
-                    match self.online.as_mut().map(|f| f.ended().now_or_never()) {
-                        Some(Some(out)) => look = self.end_online(out),
-                        Some(None) => {}
-                        None => {
-                            self.start_online(plan, busy).await;
-                        }
-                    }
-                    if look {
-                        continue;
-                    }
-                }
-                let online = self.online.as_mut();
-                let in_flight = online.is_some();
+                // Go on with the online keys pending (first: an online batch may have ended,
+                // or left its key with more, while the loop was between two waits).
+                self.next_online(plan, busy).await;
                 tokio::select! {
                     biased;
                     out = &mut task.0 => break out,
-                    out = async { online.expect("in flight").ended().await }, if in_flight => {
-                        // Its key may have more, or another one; after a failure, the next
-                        // board move.
-                        look = self.end_online(out);
-                    }
-                    () = notify.notified() => look = true,
+                    out = self.online.ended(), if self.online.in_flight() => self.end_online(out),
+                    () = notify.notified() => self.board_moved_online(plan, busy),
                 }
             }
         };
