@@ -136,7 +136,8 @@ impl TestServer {
         self.state.upgrade().expect("the server is running")
     }
 
-    /// Its detection worker's fault injection (`inject_detection_panics`, `hold_bulk_jobs`, `hold_online_jobs`).
+    /// Its detection worker's fault injection (`inject_detection_panics`, `hold_bulk_jobs`,
+    /// `hold_online_jobs`).
     pub fn faults(&self) -> &Faults {
         &self.faults
     }

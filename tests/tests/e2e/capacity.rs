@@ -2,9 +2,9 @@
 //! serves time-shares them and every digest is still exact; the lag metrics cover every
 //! registered key, including keys no worker holds and keys that wait for their turn, and so does
 //! GetKeyStatus; a recipient that comes online is served at once, and while an offline key's
-//! batch runs, and the offline keys' batches go on while an online key's batch runs. Keys whose backlogs alone cannot fill the pool are served together in one turn
-//! (TFHE: side by side; omr-light-v1: one pass over the batch for the group), every digest
-//! exact.
+//! batch runs, and the offline keys' batches go on while an online key's batch runs. Keys whose
+//! backlogs alone cannot fill the pool are served together in one turn (TFHE: side by side;
+//! omr-light-v1: one pass over the batch for the group), every digest exact.
 
 use omr_api::http::KeyStatus;
 use omr_light::{SecretKey, OMR_LIGHT_V1};

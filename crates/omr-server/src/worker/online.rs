@@ -109,7 +109,8 @@ impl<S: DetectionScheme> Worker<S> {
                 continue;
             }
             let span = tracing::info_span!("detect_batch", key_id = %id, online = true);
-            let job = match self.online_job(plan, key).instrument(span.clone()).await {
+            let job = self.next_job(plan, key, Lane::Online, false);
+            let job = match job.instrument(span.clone()).await {
                 Ok(Some(job)) => job,
                 Ok(None) => continue,
                 Err(e) => {
@@ -126,25 +127,6 @@ impl<S: DetectionScheme> Worker<S> {
             });
             return;
         }
-    }
-
-    /// The next batch of online `key`, loaded first if need be; None when it has nothing to
-    /// detect.
-    async fn online_job(
-        &mut self,
-        plan: &Plan,
-        key: &omr_store::ActiveKey,
-    ) -> anyhow::Result<Option<step::Job<S>>> {
-        let reach = self.reach(plan.head, true);
-        if !self.cache.contains(&key.key_id) {
-            if !step::has_work(&self.state, &self.cache, key, reach).await? {
-                return Ok(None);
-            }
-            // Boxed: a load waits alongside online keys, which may start this.
-            Box::pin(self.load(plan, key, Lane::Online, false)).await?;
-        }
-        let limit = self.batch_limit();
-        step::prepare(&self.state, &mut self.cache, key, limit, reach).await
     }
 
     /// Finish the online batch that ended with `out`: the commit's aftermath in the cache, the

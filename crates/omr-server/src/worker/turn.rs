@@ -41,7 +41,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             }
             let online = lane == Lane::Online;
             let span = tracing::info_span!("detect_batch", key_id = %key_id, online);
-            let batch = self.one_batch(plan, &key, lane, true);
+            let batch = self.one_batch(plan, &key, lane);
             let batch = match batch.instrument(span).await {
                 Ok(b) => b,
                 Err(e) => {
@@ -145,36 +145,44 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     }
 
     /// One batch of `key` on `lane`'s pool: load the key if it is not in memory (and has
-    /// anything to detect), then prepare, detect and commit, and finish. With `alongside`, the
-    /// load and the job run as tasks of their own while the loop serves the other online keys
-    /// of `plan` as messages arrive.
+    /// anything to detect), then prepare, detect and commit, and finish. The load and the job
+    /// run as tasks of their own while the loop keeps the other online keys of `plan` served
+    /// as messages arrive.
     async fn one_batch(
         &mut self,
         plan: &Plan,
         key: &ActiveKey,
         lane: Lane,
-        alongside: bool,
     ) -> anyhow::Result<step::Batch> {
+        let Some(job) = self.next_job(plan, key, lane, true).await? else {
+            return Ok(step::Batch::NOTHING);
+        };
         let pool = self.pools.of(lane).clone();
+        let run = job.run(self.state.clone(), pool, lane);
+        let done = self.alongside_online(plan, &[&key.key_id], run).await?;
+        Ok(step::finish(&self.state, &mut self.cache, done))
+    }
+
+    /// The next batch of `key` for `lane`'s pool, the key loaded first if it is not in memory
+    /// and has anything to detect (with `alongside`, as [`Self::load`] says); None when it has
+    /// nothing to detect.
+    pub(super) async fn next_job(
+        &mut self,
+        plan: &Plan,
+        key: &ActiveKey,
+        lane: Lane,
+        alongside: bool,
+    ) -> anyhow::Result<Option<step::Job<S>>> {
         let reach = self.reach(plan.head, plan.online.contains(&key.key_id));
         if !self.cache.contains(&key.key_id) {
             if !step::has_work(&self.state, &self.cache, key, reach).await? {
-                return Ok(step::Batch::NOTHING);
+                return Ok(None);
             }
-            self.load(plan, key, lane, alongside).await?;
+            // Boxed: a load waits alongside online keys, whose batches come through here.
+            Box::pin(self.load(plan, key, lane, alongside)).await?;
         }
         let limit = self.batch_limit();
-        let Some(job) = step::prepare(&self.state, &mut self.cache, key, limit, reach).await?
-        else {
-            return Ok(step::Batch::NOTHING);
-        };
-        let run = job.run(self.state.clone(), pool, lane);
-        let done = if alongside {
-            self.alongside_online(plan, &[&key.key_id], run).await?
-        } else {
-            run.await?
-        };
-        Ok(step::finish(&self.state, &mut self.cache, done))
+        step::prepare(&self.state, &mut self.cache, key, limit, reach).await
     }
 
     /// Load `key` (not in memory) for its batch on `lane`: wait for its load ahead when one is
@@ -183,7 +191,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     /// leaves cores idle), and the turn starts once its own key is in. With `alongside`, the
     /// load runs as a task of its own while the loop serves the other online keys of `plan` as
     /// messages arrive.
-    pub(super) async fn load(
+    async fn load(
         &mut self,
         plan: &Plan,
         key: &ActiveKey,
