@@ -279,19 +279,28 @@ async fn main() -> anyhow::Result<()> {
         assert!(pertinent.is_empty(), "key {}: {pertinent:?}", other.key_id);
     }
 
-    // Every key has just asked for its digest: all are online (for `online_secs`, 300 s), and
-    // an online key's open batch is detected again from its first message as the batch grows.
-    // Half fill the open batch, then time new messages one at a time: the CPU each costs with
-    // every key online.
+    // Every key has just asked for its digest: all are online (`online_secs`, 300 s). Half fill
+    // the open batch, then time new messages one at a time, every recipient asking after each
+    // (a status call that finds its key behind, as a client polling its digest itself would;
+    // an SDK recipient near the head reads the tail and asks for nothing): the CPU each costs.
     let fill = (d / 2).saturating_sub((board + fresh) % d);
-    // Every key has detected the whole board (`omr_max_key_lag`, read from the store at each
-    // scrape, is 0): an online key's cursor is the board head.
+    // Ask (again each second) until every key has detected the whole board (`omr_max_key_lag`,
+    // read from the store at each scrape, is 0): an asking key's cursor is the board head.
     let caught_up = || {
-        let api = &api;
+        let (api, recipients) = (&api, &recipients);
         async move {
             let deadline = Instant::now() + Duration::from_secs(600);
+            let mut asked: Option<Instant> = None;
             while metric(api, "omr_max_key_lag").await > 0.0 {
                 assert!(Instant::now() < deadline, "online keys did not catch up");
+                if asked.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                    for r in recipients.iter() {
+                        let path = format!("/v1/keys/{}/status", r.key_id);
+                        let ask = api.http().get(api.url(&path)).bearer_auth(&r.token);
+                        assert!(ask.send().await.expect("status").status().is_success());
+                    }
+                    asked = Some(Instant::now());
+                }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }

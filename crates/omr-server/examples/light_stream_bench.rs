@@ -17,12 +17,18 @@
 //! them from the tail's pages, and each rate also reports the attachments' latency (post's 201
 //! to the sealed attachment in the recipient's hands).
 //!
+//! With `returning` = 1 each rate's recipients come back from their registration's start, the
+//! board having grown since (every run before this one posted to it): each one's first sync is
+//! more than the tail behind, so it asks for its digest (which tells the server it is online)
+//! and a fetch round, then it polls as the others do. This measures what a recipient that was
+//! away costs the server afterwards.
+//!
 //! Then a quiet board: single messages posted `quiet_gap` seconds apart, plus a random part of a
 //! second so that posts and polls do not run in step (latency only). Prints JSON.
 //!
 //! cargo build --release -p omr-server --bin omrd
 //! cargo run --release -p omr-server --example light_stream_bench -- \
-//!     [online] [seconds] [quiet_gap] [rates,comma,separated] [omrd] [attach]
+//!     [online] [seconds] [quiet_gap] [rates,comma,separated] [omrd] [attach] [returning]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,20 +44,21 @@ use serde_json::json;
 /// When each message was acknowledged, by board index.
 type Posted = Arc<Mutex<std::collections::HashMap<u64, Instant>>>;
 
-/// One recipient polling every second until `stop`: the latencies of its payloads and of its
-/// attachments (`attached`: when each message with one was acknowledged), in seconds, and the
-/// bytes it downloaded.
+/// One recipient polling every second until `stop`, from the board's head (or, `returning`,
+/// from its registration's start): the latencies of its payloads and of its attachments
+/// (`attached`: when each message with one was acknowledged), in seconds, and the bytes it
+/// downloaded.
 async fn poll(
     client: Client,
-    keys: Keys,
-    reg: Registration,
+    (keys, reg, returning): (Keys, Registration, bool),
     (posted, attached): (Posted, Posted),
     stop: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
 ) -> (Vec<f64>, Vec<f64>) {
     let mut state = DigestState::new(&reg);
-    let head = client.params().await.expect("params").board_head;
-    state.next_from = head;
+    if !returning {
+        state.next_from = client.params().await.expect("params").board_head;
+    }
     let (mut latencies, mut attachments) = (Vec::new(), Vec::new());
     while !stop.load(Ordering::Relaxed) {
         let got = (client.retrieve(&keys.secret, &reg, &mut state, None).await).expect("sync");
@@ -135,6 +142,26 @@ async fn post(
     n
 }
 
+/// omrd's counters over a run (from the recipients coming online to the end): messages
+/// detected (summed over keys), open batches detected because a recipient asked (each a pass
+/// over its key; 0 from an omrd that does not count them), digests served, payload fetch rounds
+/// answered and their seconds.
+async fn counted(api: &omr_test_support::RawClient) -> [f64; 5] {
+    let names = [
+        "omr_detections_total",
+        "omr_detect_open_batches_total",
+        "omr_digest_requests_total{outcome=\"ok\"}",
+        "omr_pir_answer_seconds_count",
+        "omr_pir_answer_seconds_sum",
+    ];
+    let text = api.metrics().await;
+    names.map(|name| {
+        (text.lines())
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0.0)
+    })
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -150,6 +177,7 @@ async fn main() -> anyhow::Result<()> {
         .unwrap_or_else(|| "target/release/omrd".into())
         .into();
     let attach: usize = args.next().map_or(Ok(0), |s| s.parse())?;
+    let returning = args.next().is_some_and(|s| s == "1");
     let dir = tempfile::tempdir_in(std::env::current_dir()?)?;
     let o = Omrd::spawn(&omrd, dir.path(), |cmd| {
         cmd.args(["--param-set", OMR_LIGHT_V1.name])
@@ -219,10 +247,11 @@ async fn main() -> anyhow::Result<()> {
             .map(|(k, r)| {
                 let client = Client::new(&http, &grpc).expect("client");
                 let times = (posted.clone(), attached.clone());
-                let args = (k.clone(), r.clone(), times, stop.clone());
-                tokio::spawn(poll(client, args.0, args.1, args.2, args.3, bytes.clone()))
+                let who = (k.clone(), r.clone(), returning);
+                tokio::spawn(poll(client, who, times, stop.clone(), bytes.clone()))
             })
             .collect();
+        let counted0 = counted(&api).await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let (c1, b1, t1) = (cpu_secs(pid), bytes.load(Ordering::Relaxed), Instant::now());
         let n = post(&sender, &to, rate, seconds, (&posted, &attached), attaching).await;
@@ -237,6 +266,10 @@ async fn main() -> anyhow::Result<()> {
             latencies.extend(l);
             attachments.extend(a);
         }
+        let counted1 = counted(&api).await;
+        let counts: Vec<f64> = (counted1.iter().zip(counted0))
+            .map(|(a, b)| a - b)
+            .collect();
         let extra_cpu = cpu - base_cpu * (n as f64 / base_n.max(1) as f64);
         runs.push(json!({
             "rate_per_s": rate,
@@ -256,6 +289,11 @@ async fn main() -> anyhow::Result<()> {
             "rss_bytes_per_online_key": (rss_online as f64 - rss_idle as f64) / online as f64,
             "cpu_ms_per_message_online_key": extra_cpu * 1e3 / (n as f64 * online as f64),
             "bytes_per_online_key_per_message": got_bytes as f64 / (n as f64 * online as f64),
+            "detections": counts[0],
+            "open_batch_passes": counts[1],
+            "digest_requests": counts[2],
+            "fetch_rounds": counts[3],
+            "fetch_round_seconds": counts[4],
         }));
         eprintln!("{}", runs.last().unwrap());
     }
@@ -267,8 +305,7 @@ async fn main() -> anyhow::Result<()> {
     let bytes = Arc::new(AtomicU64::new(0));
     let poller = tokio::spawn(poll(
         client,
-        k.clone(),
-        r,
+        (k.clone(), r, false),
         (posted.clone(), attached.clone()),
         stop.clone(),
         bytes,
@@ -288,6 +325,7 @@ async fn main() -> anyhow::Result<()> {
         "cpu": cpu_model(),
         "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "online_keys": online,
+        "returning": returning,
         "registration": registration,
         "omrd_rss_idle_bytes": rss_idle,
         "seconds_per_rate": seconds,

@@ -108,6 +108,11 @@ impl Application {
         )));
         let mut service = Service::new(config, set, store, ingestor, metrics, progress);
         service.scheme = service.scheme.with_gpu(gpu);
+        // Asks for open batches go straight to this process's worker, when it runs one.
+        let asks = Arc::new(crate::presence::Asks::new(board_notify.clone()));
+        if matches!(service.config.role, Role::Both | Role::Worker) {
+            service.presence.tell(asks.clone());
+        }
         // The worker works by the same configuration and epoch rule as the service core.
         let worker = WorkerContext {
             config: service.config.clone(),
@@ -118,6 +123,7 @@ impl Application {
             board_notify,
             progress: service.progress.clone(),
             roster: service.roster.clone(),
+            asks,
             worker_health: worker_health.clone(),
             hooks: Arc::new(NoHooks),
         };

@@ -3,6 +3,13 @@
 //! `Store::active_keys`) at most once per key every few seconds, written in the background so
 //! that no request waits for them; a waiting call marks its key again while it waits. A key
 //! seen within `online_secs` is online ([`is_online`]).
+//!
+//! A mark is also how a recipient of a batch scheme (omr-light-v1) asks for its open batch: the
+//! worker detects an online key's open batch once per mark newer than the one it last answered
+//! (`worker::plan`), not on every new message. So a call that finds its light key behind the
+//! board ([`Presence::asked`]) marks it at most once a second, not once every few seconds, and
+//! a detection worker in the same process hears of every ask at once ([`Asks`]), without
+//! waiting for the store.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,10 +17,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use omr_store::{ActiveKey, Store};
 
+use crate::board_signal::BoardSignal;
 use crate::config::Config;
 
 /// Longest interval between two store writes for one key's presence.
 const WRITE_EVERY: Duration = Duration::from_secs(5);
+
+/// Shortest interval between two store writes for a key whose recipient asks for detection its
+/// key has not reached ([`Presence::asked`]).
+const ASK_EVERY: Duration = Duration::from_secs(1);
 
 /// Keys remembered before the stale ones are forgotten.
 const PRUNE_ABOVE: usize = 16_384;
@@ -24,6 +36,43 @@ pub struct Presence {
     /// When each key's presence was last written to the store.
     written: Arc<Mutex<HashMap<String, Instant>>>,
     every: Duration,
+    /// Asks for the detection worker of this process (none when it runs no worker).
+    asks: Option<Arc<Asks>>,
+}
+
+/// The asks for open batches made through this process, for the detection worker of the same
+/// process: each key's newest ask (ms since the Unix epoch), taken by the worker at its next
+/// plan, and the worker woken. A worker in another process sees the same asks as marks in the
+/// store, within a second or two (the write's throttle and its look at who is online).
+#[derive(Debug)]
+pub struct Asks {
+    asked: Mutex<HashMap<String, i64>>,
+    wake: Arc<BoardSignal>,
+}
+
+impl Asks {
+    /// Asks that wake the worker through `wake` (the board's signal, which it waits on: an ask
+    /// makes it plan again, as a board move does).
+    pub fn new(wake: Arc<BoardSignal>) -> Self {
+        Asks {
+            asked: Mutex::default(),
+            wake,
+        }
+    }
+
+    /// `key_id`'s recipient asked at `at_ms`.
+    fn ask(&self, key_id: &str, at_ms: i64) {
+        let mut asked = self.asked.lock().expect("asks");
+        let at = asked.entry(key_id.to_string()).or_insert(at_ms);
+        *at = (*at).max(at_ms);
+        drop(asked);
+        self.wake.raise();
+    }
+
+    /// The asks since the last call, each key's newest.
+    pub fn take(&self) -> HashMap<String, i64> {
+        std::mem::take(&mut *self.asked.lock().expect("asks"))
+    }
 }
 
 impl Presence {
@@ -37,7 +86,13 @@ impl Presence {
         Presence {
             written: Arc::default(),
             every,
+            asks: None,
         }
+    }
+
+    /// From now on tell `asks` (the detection worker of this process) of every ask at once.
+    pub fn tell(&mut self, asks: Arc<Asks>) {
+        self.asks = Some(asks);
     }
 
     /// How often a waiting call marks its key again (the longest a write is held back).
@@ -49,11 +104,35 @@ impl Presence {
     /// key was written less than [`Presence::every`] ago; a failed write is logged and the
     /// next mark writes again. Call after authorizing the call, from within the runtime.
     pub fn seen(&self, store: &Store, key_id: &str) {
-        if !self.claim(key_id, Instant::now()) {
+        self.mark(store, key_id, self.every, now_ms());
+    }
+
+    /// `key_id`'s recipient is here and asks for messages its key has not been detected to (a
+    /// key of a batch scheme behind the board: a digest or status call that found it behind, or
+    /// a call waiting for its cursor to move). As [`Presence::seen`], with writes held back at
+    /// most [`Presence::ask_every`]: each mark that reaches the store asks the worker for one
+    /// detection of the key's open batch.
+    pub fn asked(&self, store: &Store, key_id: &str) {
+        // One time for both, so that the worker, which hears it twice, counts one ask.
+        let at = now_ms();
+        if let Some(asks) = &self.asks {
+            asks.ask(key_id, at);
+        }
+        self.mark(store, key_id, self.ask_every(), at);
+    }
+
+    /// How often a call that asks for detection marks its key ([`Presence::asked`]).
+    pub fn ask_every(&self) -> Duration {
+        ASK_EVERY.min(self.every)
+    }
+
+    /// Mark `key_id` seen at `at` unless it was written less than `every` ago.
+    fn mark(&self, store: &Store, key_id: &str, every: Duration, at: i64) {
+        if !self.claim(key_id, Instant::now(), every) {
             return;
         }
         let (store, written) = (store.clone(), self.written.clone());
-        let (key_id, at) = (key_id.to_string(), now_ms());
+        let key_id = key_id.to_string();
         tokio::spawn(async move {
             if let Err(e) = store.mark_seen(&key_id, at).await {
                 tracing::warn!(%key_id, error = %e, "recording that a recipient is online");
@@ -62,12 +141,13 @@ impl Presence {
         });
     }
 
-    /// Whether a mark of `key_id` at `now` is due for the store; if so, the write is claimed.
-    fn claim(&self, key_id: &str, now: Instant) -> bool {
+    /// Whether a mark of `key_id` at `now` is due for the store (its last write is `every` old);
+    /// if so, the write is claimed.
+    fn claim(&self, key_id: &str, now: Instant, every: Duration) -> bool {
         let mut written = self.written.lock().expect("presence");
         if written
             .get(key_id)
-            .is_some_and(|t| now.saturating_duration_since(*t) < self.every)
+            .is_some_and(|t| now.saturating_duration_since(*t) < every)
         {
             return false;
         }
@@ -115,13 +195,47 @@ mod tests {
     fn writes_are_throttled_per_key() {
         let p = Presence::new(&config(300));
         assert_eq!(p.every(), WRITE_EVERY);
+        let every = p.every();
         let t = Instant::now();
-        assert!(p.claim("a", t));
-        assert!(!p.claim("a", t + Duration::from_secs(1)));
-        assert!(p.claim("b", t + Duration::from_secs(1)));
-        assert!(p.claim("a", t + WRITE_EVERY));
+        assert!(p.claim("a", t, every));
+        assert!(!p.claim("a", t + Duration::from_secs(1), every));
+        assert!(p.claim("b", t + Duration::from_secs(1), every));
+        assert!(p.claim("a", t + WRITE_EVERY, every));
         // A short online window writes more often than it expires.
         assert_eq!(Presence::new(&config(2)).every(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_recipient_that_asks_is_written_once_a_second() {
+        let p = Presence::new(&config(300));
+        let ask = p.ask_every();
+        assert_eq!(ask, ASK_EVERY);
+        let t = Instant::now();
+        assert!(p.claim("a", t, p.every()));
+        // Asking within the second after a write waits; after it, it is written, where a
+        // plain mark would still wait for its few seconds.
+        assert!(!p.claim("a", t + ask / 2, ask));
+        assert!(!p.claim("a", t + ask, p.every()));
+        assert!(p.claim("a", t + ask, ask));
+        // Never less often than a plain mark.
+        assert_eq!(
+            Presence::new(&config(1)).ask_every(),
+            Duration::from_millis(500)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_ask_reaches_the_worker_at_once_and_wakes_it() {
+        let wake = Arc::new(BoardSignal::default());
+        let asks = Asks::new(wake.clone());
+        asks.ask("a", 5);
+        asks.ask("b", 7);
+        asks.ask("a", 3);
+        assert_eq!(wake.raised(), 3);
+        let taken = asks.take();
+        assert_eq!(taken.len(), 2);
+        assert_eq!((taken["a"], taken["b"]), (5, 7), "each key's newest ask");
+        assert!(asks.take().is_empty(), "taken once");
     }
 
     #[test]

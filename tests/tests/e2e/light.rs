@@ -2,7 +2,7 @@
 //! unregistered one share a board of 64 messages (the first and the last index among theirs);
 //! each recipient's digest, asked for while the batch is still open, decodes to exactly its
 //! messages. A full batch is detected for a key whose recipient is offline and the next batch's
-//! messages once it comes online; keys behind load while others are detected, keys time-shared
+//! messages once it comes online (`light_asks.rs`: once each time its recipient asks); keys behind load while others are detected, keys time-shared
 //! through memory for one catch up a still board without waiting out their deadline (and
 //! through memory for two, load ahead in place of keys caught up), and every digest is exact; the closed epoch's payloads and an attachment come back
 //! byte-exact by PIR, the same number of queries whatever the recipient has there, and PIR
@@ -33,14 +33,14 @@ test_each_backend!(
 );
 
 /// How long detection of a batch may take on a slow CI machine.
-const CATCH_UP: Duration = Duration::from_secs(120);
+pub(crate) const CATCH_UP: Duration = Duration::from_secs(120);
 
 /// PIR queries a recipient makes per epoch it retrieves from, dummies where it has fewer
 /// messages there.
 const QUERIES_PER_EPOCH: usize = 4;
 
 /// An omr-light-v1 server detecting quickly.
-async fn light_server(db: &TestDb) -> TestServer {
+pub(crate) async fn light_server(db: &TestDb) -> TestServer {
     TestServer::start_configured(db, |c| {
         c.max_attachment_bytes = Some(1024);
         c.param_set = OMR_LIGHT_V1.name.to_string();

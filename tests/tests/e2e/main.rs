@@ -10,6 +10,7 @@ mod detection;
 mod gpu;
 mod layers;
 mod light;
+mod light_asks;
 mod light_fetch;
 mod limits;
 mod param_sets;

@@ -35,6 +35,9 @@ pub struct DetectionMetrics {
     /// Turns that served a key deferred to collect a batch worth its load, because no other key
     /// was worth serving and waiting would have grown its backlog little (an idle fill).
     pub idle_fills: IntCounter,
+    /// Open batches (omr-light-v1) detected again because an online recipient asked for theirs
+    /// (a digest or status call that found its key behind, or a wait): each a pass over the key.
+    pub open_batches: IntCounter,
     /// Time the worker loop spends planning each turn (its leases, its keys and the board head
     /// from the store, the queue, these metrics): what every turn pays whatever it detects.
     pub plan_seconds: Histogram,
@@ -103,6 +106,11 @@ impl DetectionMetrics {
                 "Turns serving a key deferred for a batch worth its load, because nothing else was worth serving and the board would grow its backlog little before its wait ran out",
             )
             .expect("metric"),
+            open_batches: IntCounter::new(
+                "detect_open_batches_total",
+                "Open batches (omr-light-v1) detected again because an online recipient asked for its key's: each a pass over the key",
+            )
+            .expect("metric"),
             plan_seconds: Histogram::with_opts(
                 HistogramOpts::new(
                     "detect_plan_seconds",
@@ -146,6 +154,7 @@ impl DetectionMetrics {
             Box::new(m.group_keys.clone()),
             Box::new(m.loads_ahead.clone()),
             Box::new(m.idle_fills.clone()),
+            Box::new(m.open_batches.clone()),
             Box::new(m.plan_seconds.clone()),
             Box::new(m.keys_behind.clone()),
             Box::new(m.keys_unassigned.clone()),

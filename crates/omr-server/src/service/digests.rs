@@ -43,7 +43,8 @@ pub struct BuiltDigest {
 }
 
 /// The digest of `key_id` from `from` (up to `to`) for a caller presenting `authorization`
-/// (its recipient, who is now online). `admit` charges the caller's rate limit (the transport
+/// (its recipient, who is now online, and who asks for its open batch when its key is behind:
+/// [`Service::mark_seen`]). `admit` charges the caller's rate limit (the transport
 /// knows who the caller is), once the request is authorized: a refused request takes no token.
 pub async fn get(
     svc: &Service,
@@ -55,8 +56,9 @@ pub async fn get(
 ) -> Result<BuiltDigest, ServiceError> {
     let meta = super::auth::authorize(&svc.store, key_id, authorization).await?;
     admit()?;
-    svc.presence.seen(&svc.store, key_id);
-    build(svc, &meta, from, to).await
+    let built = build(svc, &meta, from, to).await;
+    svc.mark_seen(key_id, built.as_ref().map_or(0, |d| d.lag));
+    built
 }
 
 /// Count a digest request (either transport, refusals included) by outcome: `ok` or the error

@@ -106,6 +106,24 @@ impl Service {
         }
     }
 
+    /// `key_id`'s recipient is here (an authorized digest or status call), its key `lag`
+    /// messages behind the board: a key of a batch scheme (omr-light-v1) that is behind is
+    /// asked for (its open batch is detected once per such mark), any other is only seen
+    /// ([`crate::presence`]).
+    pub fn mark_seen(&self, key_id: &str, lag: u64) {
+        if lag > 0 && self.detects_in_batches() {
+            self.presence.asked(&self.store, key_id);
+        } else {
+            self.presence.seen(&self.store, key_id);
+        }
+    }
+
+    /// Whether the running scheme detects in batches (omr-light-v1), whose open batch is
+    /// detected for an online key only when its recipient asks.
+    pub fn detects_in_batches(&self) -> bool {
+        matches!(self.scheme, Scheme::Light(_))
+    }
+
     /// The board head, as a service error when the store fails.
     pub async fn board_head(&self) -> Result<u64, crate::error::ServiceError> {
         (self.store.board_head().await)

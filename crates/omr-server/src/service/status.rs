@@ -57,11 +57,12 @@ pub async fn get(
     wait: Option<(u64, Duration)>,
 ) -> Result<KeyStatus, ServiceError> {
     super::auth::authorize(&svc.store, key_id, authorization).await?;
-    svc.presence.seen(&svc.store, key_id);
     if let Some((past, timeout)) = wait {
         wait_past(svc, key_id, past, timeout).await?;
     }
-    key_status(svc, key_id).await
+    let status = key_status(svc, key_id).await;
+    svc.mark_seen(key_id, status.as_ref().map_or(0, |s| s.lag));
+    status
 }
 
 /// Wait until `key_id`'s cursor is greater than `past`, `timeout` has passed, or the server
@@ -78,7 +79,14 @@ pub async fn wait_past(
     let mut published = svc.progress.subscribe(key_id);
     let _waiting = Waiting::new(&svc.metrics);
     let poll = Duration::from_millis(svc.config.poll_interval_ms.max(10));
-    let tick = poll.min(svc.presence.every());
+    // A waiting recipient of a batch scheme asks for its open batch (`Service::mark_seen`).
+    let asks = svc.detects_in_batches();
+    let presence = &svc.presence;
+    let tick = poll.min(if asks {
+        presence.ask_every()
+    } else {
+        presence.every()
+    });
     loop {
         if *published.borrow_and_update() > past {
             return Ok(());
@@ -93,7 +101,11 @@ pub async fn wait_past(
         if cursor > past || now >= deadline || svc.progress.is_stopped() {
             return Ok(());
         }
-        svc.presence.seen(&svc.store, key_id);
+        if asks {
+            presence.asked(&svc.store, key_id);
+        } else {
+            presence.seen(&svc.store, key_id);
+        }
         tokio::select! {
             Ok(()) = published.changed() => {}
             () = tokio::time::sleep(tick) => {}

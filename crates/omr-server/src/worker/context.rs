@@ -1,6 +1,7 @@
 //! [`WorkerContext`]: what detection works with, and nothing of the request side: the store,
 //! the configuration with its epoch rule, metrics, the board's wake-ups, the progress channel
-//! waiting recipients listen on, health for readiness, and the job hooks.
+//! waiting recipients listen on, the asks for open batches, health for readiness, and the job
+//! hooks.
 
 use std::fmt;
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct WorkerContext {
     pub progress: Arc<KeyProgress>,
     /// Keys registered or deleted through this process: list them again at the next plan.
     pub roster: Arc<crate::roster::RosterChanges>,
+    /// Asks for open batches made through this process (`crate::presence::Asks`).
+    pub asks: Arc<crate::presence::Asks>,
     /// Restarts and failing rounds, which `/readyz` reads.
     pub worker_health: Arc<WorkerHealth>,
     /// Called before each detection job ([`NoHooks`] in omrd).

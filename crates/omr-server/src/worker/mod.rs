@@ -33,6 +33,7 @@ mod step;
 mod supervise;
 mod turn;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,6 +77,9 @@ struct Worker<S: DetectionScheme> {
     online: online::Online<S>,
     /// The board head as last read.
     head_seen: Option<HeadSeen>,
+    /// For each key whose open batch (a batch scheme's) this worker detected: the recipient's
+    /// mark that detection answered; the next waits for a newer one (`plan::asks_open`).
+    open_answered: HashMap<String, i64>,
     /// New board messages per second lately, from the plans' heads.
     board_rate: BoardRate,
 }
@@ -166,6 +170,7 @@ impl<S: DetectionScheme> Worker<S> {
             ahead: ahead::Ahead::default(),
             online: online::Online::default(),
             head_seen: None,
+            open_answered: HashMap::new(),
             board_rate: BoardRate::default(),
         }
     }

@@ -59,6 +59,16 @@ impl Plan {
     }
 }
 
+/// Whether `key`'s recipient (online) asks for its open batch, for a scheme that detects in
+/// batches: it was seen after the mark that this worker's last detection of that batch answered
+/// (`answered`), or it had none here. Each mark asks once: a recipient that reads the board's
+/// tail itself asks for nothing after its digest caught up, so its key costs a pass per full
+/// batch, not one per new message for `online_secs`; one that polls its digest, or waits on its
+/// status, asks at most once a second while its key is behind (`Presence::asked`).
+pub(super) fn asks_open(answered: &HashMap<String, i64>, key: &ActiveKey) -> bool {
+    (key.last_seen_ms).is_some_and(|seen| answered.get(&key.key_id).is_none_or(|&a| seen > a))
+}
+
 impl<S: DetectionScheme> Worker<S> {
     /// Plan a turn: the board head, and this worker's keys with their cursors and who is
     /// online; `None` (logged) when the store fails. What does not change from turn to turn is
@@ -96,8 +106,11 @@ impl<S: DetectionScheme> Worker<S> {
                 }
             };
             self.cache.retain_only(&keys);
-            self.listed = Some(self.listing(keys));
+            let listing = self.listing(keys);
+            (self.open_answered).retain(|id, _| listing.index.contains_key(id));
+            self.listed = Some(listing);
         }
+        self.take_asks();
         let head = match self.board_head().await {
             Ok(head) => head,
             Err(e) => {
@@ -133,8 +146,10 @@ impl<S: DetectionScheme> Worker<S> {
                 update(&mut views[*i], &listed.keys[*i]);
             }
         }
-        for v in views.iter_mut() {
-            v.head = reach[usize::from(v.online)];
+        // An online key's open batch is detected when its recipient asked for it.
+        let answered = &self.open_answered;
+        for (v, k) in views.iter_mut().zip(listed.keys.iter()) {
+            v.head = reach[usize::from(v.online && asks_open(answered, k))];
         }
         self.queue
             .observe(views, &listed.index, head, Instant::now());
@@ -205,6 +220,28 @@ impl<S: DetectionScheme> Worker<S> {
         listed.online = Arc::new(online);
         listed.at = Instant::now();
         Ok(())
+    }
+
+    /// The asks for open batches made through this process since the last plan: each asking
+    /// key seen then, and online (as the store will say within a second or two).
+    fn take_asks(&mut self) {
+        let asked = self.state.asks.take();
+        let Some(listed) = self.listed.as_mut().filter(|_| !asked.is_empty()) else {
+            return;
+        };
+        let now_ms = crate::presence::now_ms();
+        let keys = Arc::make_mut(&mut listed.keys);
+        for (key_id, at) in asked {
+            let Some(&i) = listed.index.get(&key_id) else {
+                continue; // not this worker's (another holds its lease), or deleted
+            };
+            let k = &mut keys[i];
+            k.last_seen_ms = Some(k.last_seen_ms.map_or(at, |t| t.max(at)));
+            if crate::presence::is_online(&self.state.config, k, now_ms) {
+                Arc::make_mut(&mut listed.views)[i].online = true;
+                Arc::make_mut(&mut listed.online).insert(key_id);
+            }
+        }
     }
 
     /// `keys` just listed, who of them is online now, and their views (brought up to date by

@@ -5,7 +5,8 @@
 //!
 //! For a scheme that detects in batches the job reads the batch from its first message (the
 //! state is computed again and replaced, never folded into), and detection stops at `reach`:
-//! the board head for an online key, the last full batch for the others.
+//! the board head for a key whose online recipient asked for its open batch, the last full
+//! batch for the others.
 //! Long: one batch's three parts and their group forms share Job's and Done's fields; splitting them would expose those fields.
 
 use std::sync::Arc;
@@ -142,6 +143,13 @@ async fn prepare_reading<S: DetectionScheme>(
         state,
         scheme,
     }))
+}
+
+impl<S: DetectionScheme> Job<S> {
+    /// Where a batch scheme's job ends (`None` for a scheme that detects message by message).
+    pub(super) fn batch_end(&self) -> Option<u64> {
+        self.batch.map(|(first, count)| first + count as u64)
+    }
 }
 
 /// What a job did: its state, committed (None: the cursor had moved).

@@ -13,7 +13,7 @@ use tracing::Instrument;
 use omr_store::ActiveKey;
 
 use super::pool::Lane;
-use super::{step, supervise, Plan, Worker};
+use super::{plan, step, supervise, Plan, Worker};
 use crate::scheme::Detection;
 
 impl<S: crate::scheme::DetectionScheme> Worker<S> {
@@ -173,7 +173,9 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         lane: Lane,
         alongside: bool,
     ) -> anyhow::Result<Option<step::Job<S>>> {
-        let reach = self.reach(plan.head, plan.online.contains(&key.key_id));
+        let online = plan.online.contains(&key.key_id);
+        let open = online && plan::asks_open(&self.open_answered, key);
+        let reach = self.reach(plan.head, open);
         if !self.cache.contains(&key.key_id) {
             if !step::has_work(&self.state, &self.cache, key, reach).await? {
                 return Ok(None);
@@ -182,7 +184,17 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             Box::pin(self.load(plan, key, lane, alongside)).await?;
         }
         let limit = self.batch_limit();
-        step::prepare(&self.state, &mut self.cache, key, limit, reach).await
+        let job = step::prepare(&self.state, &mut self.cache, key, limit, reach).await?;
+        // A batch detected up to the head inside it answers the recipient's mark. (One that
+        // ends at a batch boundary answers nothing: the batch after it is still to come.)
+        let ends = job.as_ref().and_then(step::Job::batch_end);
+        if let Some(end) = ends.filter(|&end| open && !self.state.epochs.is_boundary(end)) {
+            let seen = key.last_seen_ms.unwrap_or(0);
+            tracing::debug!(key_id = %key.key_id, end, seen, "open batch detected as asked");
+            self.open_answered.insert(key.key_id.clone(), seen);
+            self.state.metrics.detection.open_batches.inc();
+        }
+        Ok(job)
     }
 
     /// Load `key` (not in memory) for its batch on `lane`: wait for its load ahead when one is
@@ -271,12 +283,13 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     }
 
     /// The board index a key's detection may reach with the board at `head`: any, for a scheme
-    /// that detects one message at a time and for an online key (its recipient sees a new
-    /// message within seconds: the open batch is detected again as it grows); the end of the
-    /// last full batch for an offline key of a batch scheme (each batch detected once).
-    pub(super) fn reach(&self, head: u64, online: bool) -> u64 {
+    /// that detects one message at a time and for a key whose `open` batch is asked for (its
+    /// online recipient asked since the last time: `plan::asks_open`; the open batch is
+    /// detected again from its first message); the end of the last full batch for every other
+    /// key of a batch scheme (each batch detected once).
+    pub(super) fn reach(&self, head: u64, open: bool) -> u64 {
         match self.scheme.detection().batch() {
-            Some(d) if !online => head / d * d,
+            Some(d) if !open => head / d * d,
             _ => u64::MAX,
         }
     }
