@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use omr_client::{Address, Client, DigestState, Keys, Registration, SealKey, StartAt};
 use omr_light::OMR_LIGHT_V1;
 use omr_test_support::measure::{cpu_model, cpu_secs, percentile, status_bytes};
-use omr_test_support::Omrd;
+use omr_test_support::{metric_in, Omrd};
 use serde_json::json;
 
 /// When each message was acknowledged, by board index.
@@ -155,11 +155,7 @@ async fn counted(api: &omr_test_support::RawClient) -> [f64; 5] {
         "omr_pir_answer_seconds_sum",
     ];
     let text = api.metrics().await;
-    names.map(|name| {
-        (text.lines())
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-            .unwrap_or(0.0)
-    })
+    names.map(|name| metric_in(&text, name).unwrap_or(0.0))
 }
 
 #[tokio::main]

@@ -63,8 +63,12 @@ impl Asks {
     /// `key_id`'s recipient asked at `at_ms`.
     fn ask(&self, key_id: &str, at_ms: i64) {
         let mut asked = self.asked.lock().expect("asks");
-        let at = asked.entry(key_id.to_string()).or_insert(at_ms);
-        *at = (*at).max(at_ms);
+        match asked.get_mut(key_id) {
+            Some(at) => *at = (*at).max(at_ms),
+            None => {
+                asked.insert(key_id.to_string(), at_ms);
+            }
+        }
         drop(asked);
         self.wake.raise();
     }

@@ -45,7 +45,7 @@ pub use keys::insecure_keys;
 pub use light::{light_message, light_messages_to, LightRecipient};
 pub use omr_store::testing::{TestDb, POSTGRES_URL_VAR};
 pub use omrd::Omrd;
-pub use raw::{with_token, DecodedDigest, RawClient, Recipient};
+pub use raw::{metric_in, with_token, DecodedDigest, RawClient, Recipient};
 pub use seed::{seeded_rng, SEED_VAR};
 pub use server::{quick_detection, quick_light, TestServer};
 pub use tls::TestCert;

@@ -52,6 +52,14 @@ pub struct DecodedDigest {
 }
 
 /// `msg` with `authorization: Bearer <token>`.
+/// The value of the sample `name` (with its labels) in the Prometheus `text` of `/metrics`
+/// ([`RawClient::metrics`]), if it is there: several samples from one scrape.
+pub fn metric_in(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
 pub fn with_token<T>(msg: T, token: &str) -> tonic::Request<T> {
     let mut request = tonic::Request::new(msg);
     request.metadata_mut().insert(
@@ -265,10 +273,7 @@ impl RawClient {
     /// The value of the sample `name` (with its labels, e.g. `omr_key_lag{key_id="…"}`) in
     /// `/metrics`, if it is there.
     pub async fn metric(&self, name: &str) -> Option<f64> {
-        let text = self.metrics().await;
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        metric_in(&self.metrics().await, name)
     }
 
     /// The Prometheus text at `/metrics`.

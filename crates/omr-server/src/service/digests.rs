@@ -57,7 +57,7 @@ pub async fn get(
     let meta = super::auth::authorize(&svc.store, key_id, authorization).await?;
     admit()?;
     let built = build(svc, &meta, from, to).await;
-    svc.mark_seen(key_id, built.as_ref().map_or(0, |d| d.lag));
+    svc.mark_seen(key_id, built.as_ref().is_ok_and(|d| d.lag > 0));
     built
 }
 

@@ -106,22 +106,32 @@ impl Service {
         }
     }
 
-    /// `key_id`'s recipient is here (an authorized digest or status call), its key `lag`
-    /// messages behind the board: a key of a batch scheme (omr-light-v1) that is behind is
-    /// asked for (its open batch is detected once per such mark), any other is only seen
+    /// `key_id`'s recipient is here (an authorized digest, status or wait call), `asking` for
+    /// messages its key has not reached (the key behind the board, or a call waiting for its
+    /// cursor to move): on a scheme that detects in batches (omr-light-v1) that is an ask, and
+    /// the worker detects the key's open batch once per ask; otherwise it is only seen
     /// ([`crate::presence`]).
-    pub fn mark_seen(&self, key_id: &str, lag: u64) {
-        if lag > 0 && self.detects_in_batches() {
+    pub fn mark_seen(&self, key_id: &str, asking: bool) {
+        if self.asks(asking) {
             self.presence.asked(&self.store, key_id);
         } else {
             self.presence.seen(&self.store, key_id);
         }
     }
 
-    /// Whether the running scheme detects in batches (omr-light-v1), whose open batch is
+    /// How often a waiting call, `asking` or not, marks its key again ([`Service::mark_seen`]).
+    pub fn mark_every(&self, asking: bool) -> std::time::Duration {
+        if self.asks(asking) {
+            self.presence.ask_every()
+        } else {
+            self.presence.every()
+        }
+    }
+
+    /// Whether a call `asking` for messages is an ask: on omr-light-v1, whose open batch is
     /// detected for an online key only when its recipient asks.
-    pub fn detects_in_batches(&self) -> bool {
-        matches!(self.scheme, Scheme::Light(_))
+    fn asks(&self, asking: bool) -> bool {
+        asking && matches!(self.scheme, Scheme::Light(_))
     }
 
     /// The board head, as a service error when the store fails.

@@ -61,7 +61,7 @@ pub async fn get(
         wait_past(svc, key_id, past, timeout).await?;
     }
     let status = key_status(svc, key_id).await;
-    svc.mark_seen(key_id, status.as_ref().map_or(0, |s| s.lag));
+    svc.mark_seen(key_id, status.as_ref().is_ok_and(|s| s.lag > 0));
     status
 }
 
@@ -79,14 +79,8 @@ pub async fn wait_past(
     let mut published = svc.progress.subscribe(key_id);
     let _waiting = Waiting::new(&svc.metrics);
     let poll = Duration::from_millis(svc.config.poll_interval_ms.max(10));
-    // A waiting recipient of a batch scheme asks for its open batch (`Service::mark_seen`).
-    let asks = svc.detects_in_batches();
-    let presence = &svc.presence;
-    let tick = poll.min(if asks {
-        presence.ask_every()
-    } else {
-        presence.every()
-    });
+    // A waiting recipient asks for the messages past `past` (`Service::mark_seen`).
+    let tick = poll.min(svc.mark_every(true));
     loop {
         if *published.borrow_and_update() > past {
             return Ok(());
@@ -101,11 +95,7 @@ pub async fn wait_past(
         if cursor > past || now >= deadline || svc.progress.is_stopped() {
             return Ok(());
         }
-        if asks {
-            presence.asked(&svc.store, key_id);
-        } else {
-            presence.seen(&svc.store, key_id);
-        }
+        svc.mark_seen(key_id, true);
         tokio::select! {
             Ok(()) = published.changed() => {}
             () = tokio::time::sleep(tick) => {}

@@ -69,6 +69,12 @@ pub(super) fn asks_open(answered: &HashMap<String, i64>, key: &ActiveKey) -> boo
     (key.last_seen_ms).is_some_and(|seen| answered.get(&key.key_id).is_none_or(|&a| seen > a))
 }
 
+/// `key`'s recipient was seen at `at_ms` (a mark from the store or an ask in memory, in any
+/// order): the newest mark wins.
+fn seen_at(key: &mut ActiveKey, at_ms: i64) {
+    key.last_seen_ms = Some(key.last_seen_ms.map_or(at_ms, |t| t.max(at_ms)));
+}
+
 impl<S: DetectionScheme> Worker<S> {
     /// Plan a turn: the board head, and this worker's keys with their cursors and who is
     /// online; `None` (logged) when the store fails. What does not change from turn to turn is
@@ -200,8 +206,7 @@ impl<S: DetectionScheme> Worker<S> {
         let keys = Arc::make_mut(&mut listed.keys);
         for (key_id, at) in &seen {
             if let Some(&i) = listed.index.get(key_id) {
-                let k = &mut keys[i];
-                k.last_seen_ms = Some(k.last_seen_ms.map_or(*at, |t| t.max(*at)));
+                seen_at(&mut keys[i], *at);
             }
         }
         let was = listed.online.iter().map(String::as_str);
@@ -236,7 +241,7 @@ impl<S: DetectionScheme> Worker<S> {
                 continue; // not this worker's (another holds its lease), or deleted
             };
             let k = &mut keys[i];
-            k.last_seen_ms = Some(k.last_seen_ms.map_or(at, |t| t.max(at)));
+            seen_at(k, at);
             if crate::presence::is_online(&self.state.config, k, now_ms) {
                 Arc::make_mut(&mut listed.views)[i].online = true;
                 Arc::make_mut(&mut listed.online).insert(key_id);
