@@ -338,9 +338,10 @@ pub(super) fn finish<S: DetectionScheme>(
         return Batch::NOTHING;
     };
     let end = S::range(&folded).1;
-    ctx.progress.publish(&key_id, end); // wakes calls waiting for this key
     ctx.metrics.detections.inc_by(count as u64);
     ctx.metrics.detect_batch_seconds.observe(seconds);
+    // Counted first: a call this wakes reads metrics that already hold the batch.
+    ctx.progress.publish(&key_id, end); // wakes calls waiting for this key
     tracing::debug!(%key_id, count, cursor = end, "batch committed");
     match cache.get_mut(&key_id) {
         Some(entry) => keep_open(ctx, entry, folded),
