@@ -5,8 +5,8 @@
 
 use rand::RngCore;
 
-use crate::ring::{add, sub, Ntt};
-use crate::rlwe::{times_monomial, Ciphertext, Secret, D};
+use crate::ring::{butterflies, Ntt};
+use crate::rlwe::{monomial_ntt, times_monomial, Ciphertext, Secret, D};
 use crate::switch::{Gadget, GaloisKey, SwitchKey, COARSE, FINE};
 
 /// The most levels: 2^12 = D outputs from one ciphertext.
@@ -147,13 +147,18 @@ fn reverse(x: usize, bits: u32) -> usize {
 /// Expands `query` (its message made by [`place`]) and calls `sink(v, ct)` for every value
 /// v < `count`, ct encrypting value v as a constant **in the NTT domain** (both halves): depth
 /// first, the top [`PARALLEL_LEVELS`] levels in parallel, so only a path of the tree is held
-/// per task. The last level is computed in the NTT domain, where its consumers want it.
+/// per task.
+///
+/// A node keeps c0 in the NTT domain, where τ_k only permutes it and X^−step is one pointwise
+/// product, and c1 in coefficients, where its key switch takes its digits: a split costs the
+/// switch's transforms and one more (c1's switched half back to coefficients, or at the last
+/// level c1 forth), not the four of a split done in coefficients.
 pub fn expand_each<F>(query: Ciphertext, keys: &ExpansionKeys, levels: u32, count: usize, sink: &F)
 where
     F: Fn(usize, Ciphertext) + Sync,
 {
     fn node<F: Fn(usize, Ciphertext) + Sync>(
-        ct: Ciphertext,
+        ct: Node,
         at: (u32, usize),
         levels: u32,
         count: usize,
@@ -168,25 +173,21 @@ where
         }
         if j == levels {
             // Only for an expansion of no levels: the query itself.
-            let mut ct = ct;
-            Ntt::of(D).fwd(&mut ct.c0);
-            Ntt::of(D).fwd(&mut ct.c1);
-            return sink(first, ct);
+            let Node { c0, mut c1 } = ct;
+            Ntt::of(D).fwd(&mut c1);
+            return sink(first, Ciphertext { c0, c1 });
         }
-        let step = 1usize << j;
         let key = keys.key(j, levels);
         if j + 1 == levels {
-            let (even, odd) = last_split(&ct, key, step);
-            sink(first, even);
+            let (even, odd) = split(ct, key, j, true);
+            sink(first, even.into());
             if first + 1 < count {
-                sink(first + 1, odd);
+                sink(first + 1, odd.into());
             }
             return;
         }
-        let tau = ct.automorphism(key);
-        let odd = ct.sub(&tau).times_monomial(-(step as i64));
-        let even = ct.add(&tau);
-        drop((ct, tau));
+        let (even, odd) = split(ct, key, j, false);
+        let step = 1usize << j;
         let (left, right) = ((j + 1, index), (j + 1, index + step));
         if j < PARALLEL_LEVELS {
             rayon::join(
@@ -198,39 +199,57 @@ where
             node(odd, right, levels, count, keys, sink);
         }
     }
-    node(query, (0, 0), levels, count, keys, sink);
+    let Ciphertext { mut c0, c1 } = query;
+    Ntt::of(D).fwd(&mut c0);
+    node(Node { c0, c1 }, (0, 0), levels, count, keys, sink);
 }
 
-/// The last split, in the NTT domain: ct + τ(ct) and (ct − τ(ct))·X^−step, without taking
-/// the switched τ(ct) back to coefficients and its children forth again.
-fn last_split(ct: &Ciphertext, key: &GaloisKey, step: usize) -> (Ciphertext, Ciphertext) {
+/// A node of the expansion tree: c0 in the NTT domain, c1 in coefficients (at the last level
+/// both in the NTT domain).
+struct Node {
+    c0: Vec<u64>,
+    c1: Vec<u64>,
+}
+
+impl From<Node> for Ciphertext {
+    fn from(n: Node) -> Ciphertext {
+        Ciphertext { c0: n.c0, c1: n.c1 }
+    }
+}
+
+/// Level j's split of `ct`: ct + τ(ct) and (ct − τ(ct))·X^−2^j, τ(ct) = (τ(c0) + k0, k1) with
+/// (k0, k1) the key switch of τ(c1). With `last`, both halves of both children in the NTT
+/// domain (for the sink); otherwise as a [`Node`].
+fn split(ct: Node, key: &GaloisKey, j: u32, last: bool) -> (Node, Node) {
     let ntt = Ntt::of(D);
-    let (k0, k1) = key.switch_ntt(&ct.c1);
-    let mut t0 = crate::rlwe::automorphism(&ct.c0, key.k());
-    let (mut a0, mut a1) = (ct.c0.clone(), ct.c1.clone());
-    let mut shift = {
-        let mut one = vec![0u64; D];
-        one[0] = 1;
-        times_monomial(&one, -(step as i64))
-    };
-    for p in [&mut t0, &mut a0, &mut a1, &mut shift] {
-        ntt.fwd(p);
+    let shift = monomial_ntt(j);
+    let Node {
+        c0: mut even0,
+        c1: mut even1,
+    } = ct;
+    let (mut odd0, mut odd1) = key.switch_ntt(&even1);
+    // c0 ± (τ(c0) + k0), in the NTT domain.
+    butterflies(&mut even0, &mut odd0, Some(key.permutation()));
+    ntt.mul_assign_normalize(&mut odd0, shift);
+    // c1 ± k1, in the domain the children want.
+    if last {
+        ntt.fwd(&mut even1);
+    } else {
+        ntt.inv(&mut odd1);
     }
-    let mut even = Ciphertext {
-        c0: vec![0; D],
-        c1: vec![0; D],
-    };
-    let mut odd = even.clone();
-    for i in 0..D {
-        let tau0 = add(t0[i], k0[i]);
-        even.c0[i] = add(a0[i], tau0);
-        even.c1[i] = add(a1[i], k1[i]);
-        odd.c0[i] = sub(a0[i], tau0);
-        odd.c1[i] = sub(a1[i], k1[i]);
+    butterflies(&mut even1, &mut odd1, None);
+    if last {
+        ntt.mul_assign_normalize(&mut odd1, shift);
+    } else {
+        odd1 = times_monomial(&odd1, -(1i64 << j));
     }
-    ntt.mul_assign(&mut odd.c0, &shift);
-    ntt.mul_assign(&mut odd.c1, &shift);
-    (even, odd)
+    (
+        Node {
+            c0: even0,
+            c1: even1,
+        },
+        Node { c0: odd0, c1: odd1 },
+    )
 }
 
 /// Every output of [`expand_each`], in value order, back in the coefficient domain.
@@ -280,6 +299,37 @@ mod tests {
             (0.5..2.0).contains(&(measured / predicted)),
             "measured {measured:e}, predicted {predicted:e}"
         );
+    }
+
+    #[test]
+    fn the_split_in_the_ntt_domain_gives_exactly_the_split_in_coefficients() {
+        // The textbook split, all in coefficients: ct ± τ(ct), the odd half times X^−step.
+        fn reference(ct: Ciphertext, j: u32, levels: u32, keys: &ExpansionKeys) -> Vec<Ciphertext> {
+            if j == levels {
+                return vec![ct];
+            }
+            let tau = ct.automorphism(keys.key(j, levels));
+            let odd = ct.sub(&tau).times_monomial(-(1i64 << j));
+            let even = ct.add(&tau);
+            let (mut even, odd) = (
+                reference(even, j + 1, levels, keys),
+                reference(odd, j + 1, levels, keys),
+            );
+            // The even subtree holds the first half of the values ([`place`] reversed their bits).
+            even.extend(odd);
+            even
+        }
+        let mut rng = stream(&[5; 32], 0);
+        let s = Secret::generate(&mut rng);
+        let levels = 5;
+        let keys = ExpansionKeys::generate(&s, levels, &mut rng);
+        let values: Vec<u64> = (0..1u64 << levels).map(|i| i * 977).collect();
+        let query = s.encrypt(&place(&values, levels), &mut rng);
+        let got = expand(&query, &keys, levels);
+        let want = reference(query, 0, levels, &keys);
+        for (v, ct) in got.iter().enumerate() {
+            assert_eq!(ct, &want[v], "value {v}");
+        }
     }
 
     #[test]

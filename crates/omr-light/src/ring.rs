@@ -47,10 +47,49 @@ impl Ntt {
         self.plan.mul_accumulate(acc, lhs, rhs);
     }
 
+    /// `lhs ← lhs ⊙ rhs / N` (NTT domain, vectorised): with `rhs` already multiplied by N (as
+    /// `rlwe::monomial_ntt` keeps it), one pass for the product.
+    pub(crate) fn mul_assign_normalize(&self, lhs: &mut [u64], rhs: &[u64]) {
+        self.plan.mul_assign_normalize(lhs, rhs);
+    }
+
     /// `lhs ← lhs ⊙ rhs` (NTT domain).
     pub(crate) fn mul_assign(&self, lhs: &mut [u64], rhs: &[u64]) {
         for (l, &r) in lhs.iter_mut().zip(rhs) {
             *l = mul(*l, r);
+        }
+    }
+}
+
+/// `a, b ← a + b, a − b` element-wise, after `b ← b + a∘π` when a permutation π is given (b[i]
+/// gains a[π(i)]): the butterflies of query expansion, with τ_k(a) as a gather in the NTT
+/// domain. Compiled for the CPU's vector instructions at run time (`pulp`'s dispatch, as
+/// tfhe-ntt's kernels are): the crate's baseline x86-64 target leaves these loops scalar.
+pub(crate) fn butterflies(a: &mut [u64], b: &mut [u64], permutation: Option<&[u32]>) {
+    pulp::Arch::new().dispatch(Butterflies { a, b, permutation });
+}
+
+/// [`butterflies`] as a `pulp::WithSimd`, so that its loops are compiled inside the dispatched
+/// target-feature function (a closure is not inlined there).
+struct Butterflies<'a> {
+    a: &'a mut [u64],
+    b: &'a mut [u64],
+    permutation: Option<&'a [u32]>,
+}
+
+impl pulp::WithSimd for Butterflies<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let Self { a, b, permutation } = self;
+        if let Some(permutation) = permutation {
+            for (y, &i) in b.iter_mut().zip(permutation) {
+                *y = add(*y, a[i as usize]);
+            }
+        }
+        for (x, y) in a.iter_mut().zip(b.iter_mut()) {
+            (*x, *y) = (add(*x, *y), sub(*x, *y));
         }
     }
 }
@@ -95,6 +134,19 @@ pub(crate) fn sub(a: u64, b: u64) -> u64 {
 #[inline(always)]
 pub(crate) fn mul(a: u64, b: u64) -> u64 {
     reduce128(a as u128 * b as u128)
+}
+
+/// b^e mod Q.
+pub(crate) fn pow(mut b: u64, mut e: u64) -> u64 {
+    let mut r = 1;
+    while e > 0 {
+        if e & 1 == 1 {
+            r = mul(r, b);
+        }
+        b = mul(b, b);
+        e >>= 1;
+    }
+    r
 }
 
 /// The representative of v mod 2^bits in [−2^(bits−1), 2^(bits−1)).

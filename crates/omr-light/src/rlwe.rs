@@ -8,9 +8,12 @@
 //! Convention, as in `keys`: a ciphertext (c0, c1) decrypts as c0 + c1·S = m + e, with m already
 //! scaled. Everything here is in the coefficient domain unless a name says `ntt`.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use rand::RngCore;
 
-use crate::ring::{add, centered, lift, mul, sub, Ntt};
+use crate::ring::{add, centered, lift, mul, pow, sub, Ntt};
 use crate::sample::{cbd1, uniform_mod_q};
 
 /// The ring degree (the detection key's batch).
@@ -111,6 +114,51 @@ pub fn automorphism(p: &[u64], k: usize) -> Vec<u64> {
     out
 }
 
+/// The permutation τ_k makes of NTT-domain values, NTT(τ_k(p))[i] = NTT(p)[π(i)]: there τ_k
+/// costs a gather instead of two transforms (query expansion keeps c0 there). The forward
+/// transform evaluates p at D points ζ_i (the odd powers of a 2D-th root of unity, in the
+/// transform's own order: NTT(X) lists them), and τ_k(p)(ζ_i) = p(ζ_i^k), where ζ_i^k is
+/// again one of the points. Computed once per k for the process.
+pub(crate) fn ntt_automorphism(k: usize) -> Arc<[u32]> {
+    static TABLES: OnceLock<Mutex<HashMap<usize, Arc<[u32]>>>> = OnceLock::new();
+    let tables = TABLES.get_or_init(Default::default);
+    if let Some(table) = tables.lock().expect("permutations").get(&k) {
+        return table.clone();
+    }
+    assert!(k % 2 == 1, "τ_k is an automorphism for odd k only, not {k}");
+    let ntt = Ntt::of(D);
+    let mut points = vec![0u64; D];
+    points[1] = 1;
+    ntt.fwd(&mut points);
+    let place: HashMap<u64, u32> = (points.iter().enumerate())
+        .map(|(i, &z)| (z, i as u32))
+        .collect();
+    assert_eq!(
+        place.len(),
+        D,
+        "the transform evaluates at D distinct points"
+    );
+    let table: Arc<[u32]> = (points.iter()).map(|&z| place[&pow(z, k as u64)]).collect();
+    (tables.lock().expect("permutations"))
+        .entry(k)
+        .or_insert(table)
+        .clone()
+}
+
+/// NTT(X^−2^j)·D, for j < 12: [`Ntt::mul_assign_normalize`] by it multiplies an NTT-domain
+/// polynomial by X^−2^j in one pass (query expansion's odd halves). Computed once.
+pub(crate) fn monomial_ntt(j: u32) -> &'static [u64] {
+    static SHIFTS: [OnceLock<Vec<u64>>; 12] = [const { OnceLock::new() }; 12];
+    SHIFTS[j as usize].get_or_init(|| {
+        let mut one = vec![0u64; D];
+        one[0] = 1;
+        let mut shift = times_monomial(&one, -(1i64 << j));
+        let ntt = Ntt::of(D);
+        ntt.fwd(&mut shift);
+        shift.iter().map(|&x| mul(x, D as u64)).collect()
+    })
+}
+
 /// p·X^e in Z_Q[X]/(X^D + 1) for any e (negative powers wrap with a sign).
 pub fn times_monomial(p: &[u64], e: i64) -> Vec<u64> {
     let e = e.rem_euclid(2 * D as i64) as usize;
@@ -204,6 +252,33 @@ mod tests {
                 product(&automorphism(&x, k), &automorphism(&y, k)),
                 "k = {k}"
             );
+        }
+    }
+
+    #[test]
+    fn in_the_ntt_domain_the_automorphism_and_the_monomials_are_what_they_are_in_coefficients() {
+        let ntt = Ntt::of(D);
+        let mut rng = crate::sample::stream(&[4; 32], 0);
+        let mut p = vec![0u64; D];
+        crate::sample::uniform_mod_q(&mut rng, &mut p);
+        let mut p_ntt = p.clone();
+        ntt.fwd(&mut p_ntt);
+        // Every k expansion and the trace use (D/2^j + 1), and others.
+        let ks = (0..12).map(|j| (D >> j) + 1).chain([3, 8191]);
+        for k in ks {
+            let mut want = automorphism(&p, k);
+            ntt.fwd(&mut want);
+            let got: Vec<u64> = (ntt_automorphism(k).iter())
+                .map(|&i| p_ntt[i as usize])
+                .collect();
+            assert_eq!(got, want, "k = {k}");
+        }
+        for j in 0..12 {
+            let mut want = times_monomial(&p, -(1i64 << j));
+            ntt.fwd(&mut want);
+            let mut got = p_ntt.clone();
+            ntt.mul_assign_normalize(&mut got, monomial_ntt(j));
+            assert_eq!(got, want, "X^-2^{j}");
         }
     }
 }

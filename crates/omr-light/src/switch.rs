@@ -2,12 +2,14 @@
 //! seeded, with a wire format), the keys of the automorphisms X ↦ X^k and the switched
 //! automorphism of a ciphertext. Query expansion, the CMux and the trace are built on it.
 
+use std::sync::Arc;
+
 use omr_core::OmrError;
 use rand::RngCore;
 
 use crate::params::PRIME_Q as Q;
 use crate::ring::{add, centered, lift, mul, Ntt};
-use crate::rlwe::{automorphism, seeded_c1, Ciphertext, Secret, D};
+use crate::rlwe::{automorphism, ntt_automorphism, seeded_c1, Ciphertext, Secret, D};
 
 /// A gadget decomposition: `digits` signed digits of `bits` bits each cover a centred residue
 /// (the last digit takes what is left). More digits: less noise, more NTTs.
@@ -119,6 +121,8 @@ impl SwitchKey {
 pub struct GaloisKey {
     k: usize,
     key: SwitchKey,
+    /// τ_k's permutation of NTT-domain values (`rlwe::ntt_automorphism`).
+    permutation: Arc<[u32]>,
 }
 
 impl std::fmt::Debug for GaloisKey {
@@ -130,7 +134,11 @@ impl std::fmt::Debug for GaloisKey {
 impl GaloisKey {
     /// The key for τ_k whose rows are `key`'s.
     pub fn new(k: usize, key: SwitchKey) -> GaloisKey {
-        GaloisKey { k, key }
+        GaloisKey {
+            k,
+            key,
+            permutation: ntt_automorphism(k),
+        }
     }
 
     pub fn k(&self) -> usize {
@@ -139,6 +147,11 @@ impl GaloisKey {
 
     pub fn key(&self) -> &SwitchKey {
         &self.key
+    }
+
+    /// τ_k's permutation of NTT-domain values (`rlwe::automorphism_ntt`).
+    pub(crate) fn permutation(&self) -> &[u32] {
+        &self.permutation
     }
 
     /// τ_k(c1) switched from τ_k(S) to S, in the NTT domain: the ciphertext (a, b) with
@@ -152,10 +165,7 @@ impl Secret {
     /// The key switching key for τ_k.
     pub fn galois_key(&self, k: usize, gadget: Gadget, rng: &mut impl RngCore) -> GaloisKey {
         let tau_s = automorphism(&self.lifted(), k);
-        GaloisKey {
-            k,
-            key: self.switch_key(&tau_s, gadget, rng),
-        }
+        GaloisKey::new(k, self.switch_key(&tau_s, gadget, rng))
     }
 
     /// The key switching key from m to S.
@@ -190,29 +200,54 @@ impl Secret {
 /// the centred residue.
 pub(crate) fn decompose_ntt(p: &[u64], gadget: Gadget) -> Vec<u64> {
     let mut out = vec![0u64; gadget.digits * D];
-    let half = 1i64 << (gadget.bits - 1);
-    let mask = (1i64 << gadget.bits) - 1;
-    let residue = |d: i64| {
-        if d < 0 {
-            Q.wrapping_add(d as u64)
-        } else {
-            d as u64
-        }
-    };
-    for (j, &x) in p.iter().enumerate() {
-        let mut v = centered(x);
-        for i in 0..gadget.digits - 1 {
-            let d = ((v + half) & mask) - half;
-            out[i * D + j] = residue(d);
-            v = (v - d) >> gadget.bits;
-        }
-        out[(gadget.digits - 1) * D + j] = residue(v);
-    }
+    pulp::Arch::new().dispatch(Digits {
+        p,
+        out: &mut out,
+        gadget,
+    });
     let ntt = Ntt::of(D);
     for digit in out.chunks_exact_mut(D) {
         ntt.fwd(digit);
     }
     out
+}
+
+/// The digits of [`decompose_ntt`] before the transforms, digit by digit over the coefficients
+/// (loops the compiler vectorises), as a `pulp::WithSimd`: compiled for the CPU's vector
+/// instructions at run time, where the crate's baseline x86-64 target leaves them scalar.
+struct Digits<'a> {
+    p: &'a [u64],
+    out: &'a mut [u64],
+    gadget: Gadget,
+}
+
+impl pulp::WithSimd for Digits<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        let Self { p, out, gadget } = self;
+        let half = 1i64 << (gadget.bits - 1);
+        let mask = (1i64 << gadget.bits) - 1;
+        let residue = |d: i64| Q.wrapping_add(d as u64) - if d < 0 { 0 } else { Q };
+        // The last digit's row holds what is left of each centred residue (as i64 bits)
+        // until it becomes that digit.
+        let (digits, rest) = out.split_at_mut((gadget.digits - 1) * D);
+        for (v, &x) in rest.iter_mut().zip(p) {
+            *v = centered(x) as u64;
+        }
+        for digit in digits.chunks_exact_mut(D) {
+            for (o, v) in digit.iter_mut().zip(rest.iter_mut()) {
+                let x = *v as i64;
+                let d = ((x + half) & mask) - half;
+                *o = residue(d);
+                *v = ((x - d) >> gadget.bits) as u64;
+            }
+        }
+        for v in rest.iter_mut() {
+            *v = residue(*v as i64);
+        }
+    }
 }
 
 /// Σ_i digits_i ⊙ rows_i for both halves of the rows, all in the NTT domain.
