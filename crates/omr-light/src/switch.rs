@@ -149,7 +149,7 @@ impl GaloisKey {
         &self.key
     }
 
-    /// τ_k's permutation of NTT-domain values (`rlwe::automorphism_ntt`).
+    /// τ_k's permutation of NTT-domain values (`rlwe::ntt_automorphism`).
     pub(crate) fn permutation(&self) -> &[u32] {
         &self.permutation
     }

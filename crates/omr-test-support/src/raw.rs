@@ -51,7 +51,6 @@ pub struct DecodedDigest {
     pub messages: Vec<(u64, Vec<u8>)>,
 }
 
-/// `msg` with `authorization: Bearer <token>`.
 /// The value of the sample `name` (with its labels) in the Prometheus `text` of `/metrics`
 /// ([`RawClient::metrics`]), if it is there: several samples from one scrape.
 pub fn metric_in(text: &str, name: &str) -> Option<f64> {
@@ -60,6 +59,7 @@ pub fn metric_in(text: &str, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// `msg` with `authorization: Bearer <token>`.
 pub fn with_token<T>(msg: T, token: &str) -> tonic::Request<T> {
     let mut request = tonic::Request::new(msg);
     request.metadata_mut().insert(
