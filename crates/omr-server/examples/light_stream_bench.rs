@@ -23,12 +23,16 @@
 //! and a fetch round, then it polls as the others do. This measures what a recipient that was
 //! away costs the server afterwards.
 //!
+//! With `follow` = 1 every recipient follows instead, as `omr digest --follow` does: it waits
+//! for news with `Client::wait_for_news` (on this lane a pause of `LIGHT_FOLLOW_POLL`), then
+//! retrieves, so the latencies are those of a following recipient.
+//!
 //! Then a quiet board: single messages posted `quiet_gap` seconds apart, plus a random part of a
 //! second so that posts and polls do not run in step (latency only). Prints JSON.
 //!
 //! cargo build --release -p omr-server --bin omrd
 //! cargo run --release -p omr-server --example light_stream_bench -- \
-//!     [online] [seconds] [quiet_gap] [rates,comma,separated] [omrd] [attach] [returning]
+//!     [online] [seconds] [quiet_gap] [rates,comma,separated] [omrd] [attach] [returning] [follow]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,13 +48,21 @@ use serde_json::json;
 /// When each message was acknowledged, by board index.
 type Posted = Arc<Mutex<std::collections::HashMap<u64, Instant>>>;
 
-/// One recipient polling every second until `stop`, from the board's head (or, `returning`,
+/// How a recipient learns of new messages: `Poll`, a retrieval every second; `Follow`, the loop
+/// of `omr digest --follow` (`Client::wait_for_news` after each retrieval).
+#[derive(Clone, Copy)]
+enum Mode {
+    Poll,
+    Follow,
+}
+
+/// One recipient polling (or following) until `stop`, from the board's head (or, `returning`,
 /// from its registration's start): the latencies of its payloads and of its attachments
 /// (`attached`: when each message with one was acknowledged), in seconds, and the bytes it
 /// downloaded.
 async fn poll(
     client: Client,
-    (keys, reg, returning): (Keys, Registration, bool),
+    (keys, reg, returning, mode): (Keys, Registration, bool, Mode),
     (posted, attached): (Posted, Posted),
     stop: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
@@ -77,7 +89,13 @@ async fn poll(
                 attachments.push(now.duration_since(*t).as_secs_f64());
             }
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        match mode {
+            Mode::Poll => tokio::time::sleep(Duration::from_secs(1)).await,
+            Mode::Follow => {
+                let news = client.wait_for_news(&keys.secret, &reg, state.next_from);
+                news.await.expect("wait for news");
+            }
+        }
     }
     (latencies, attachments)
 }
@@ -174,6 +192,10 @@ async fn main() -> anyhow::Result<()> {
         .into();
     let attach: usize = args.next().map_or(Ok(0), |s| s.parse())?;
     let returning = args.next().is_some_and(|s| s == "1");
+    let mode = match args.next().as_deref() {
+        Some("1") => Mode::Follow,
+        _ => Mode::Poll,
+    };
     let dir = tempfile::tempdir_in(std::env::current_dir()?)?;
     let o = Omrd::spawn(&omrd, dir.path(), |cmd| {
         cmd.args(["--param-set", OMR_LIGHT_V1.name])
@@ -243,7 +265,7 @@ async fn main() -> anyhow::Result<()> {
             .map(|(k, r)| {
                 let client = Client::new(&http, &grpc).expect("client");
                 let times = (posted.clone(), attached.clone());
-                let who = (k.clone(), r.clone(), returning);
+                let who = (k.clone(), r.clone(), returning, mode);
                 tokio::spawn(poll(client, who, times, stop.clone(), bytes.clone()))
             })
             .collect();
@@ -293,7 +315,8 @@ async fn main() -> anyhow::Result<()> {
         }));
         eprintln!("{}", runs.last().unwrap());
     }
-    // A quiet board: one message at a time, `quiet_gap` seconds apart, one recipient polling.
+    // A quiet board: one message at a time, `quiet_gap` seconds apart, one recipient polling
+    // (or following).
     let (posted, attached): (Posted, Posted) = Default::default();
     let stop = Arc::new(AtomicBool::new(false));
     let (k, r) = recipients[0].clone();
@@ -301,7 +324,7 @@ async fn main() -> anyhow::Result<()> {
     let bytes = Arc::new(AtomicU64::new(0));
     let poller = tokio::spawn(poll(
         client,
-        (k.clone(), r, false),
+        (k.clone(), r, false, mode),
         (posted.clone(), attached.clone()),
         stop.clone(),
         bytes,
@@ -322,6 +345,7 @@ async fn main() -> anyhow::Result<()> {
         "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "online_keys": online,
         "returning": returning,
+        "following": matches!(mode, Mode::Follow),
         "registration": registration,
         "omrd_rss_idle_bytes": rss_idle,
         "seconds_per_rate": seconds,

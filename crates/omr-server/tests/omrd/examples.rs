@@ -116,6 +116,20 @@ fn light_stream_bench_runs() {
 }
 
 #[test]
+fn light_stream_bench_follows() {
+    // The same, the recipients following as `omr digest --follow` does, no attachments.
+    let r = run(
+        "light_stream_bench",
+        &["2", "2", "0.2", "5", OMRD, "0", "0", "1"],
+    );
+    assert_eq!(r["following"], true, "{r}");
+    let rate = &r["rates"][0];
+    assert_eq!(rate["payloads_received"], rate["messages"], "{r}");
+    positive(rate, &["latency_p95_s"]);
+    assert_eq!(r["quiet_board"]["payloads"], 5, "{r}");
+}
+
+#[test]
 fn plan_bench_runs() {
     // Fifty stand-in keys, three plans idle and three with every key waiting: the worker holds
     // them all and its plans are timed.
