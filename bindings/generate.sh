@@ -10,9 +10,9 @@ cd "$(dirname "$0")/.."
 check=false
 [ "${1:-}" = "--check" ] && check=true
 
-# Two builds, not one: built together, the generator's features (uniffi's bindgen, indexmap's
-# serde) would change the library's dependencies and rebuild them (h2, hyper, reqwest, ...),
-# where alone the library is what `pip install ./bindings/python` (maturin) already built.
+# The library as `pip install ./bindings/python` (maturin) builds it, with the workspace's
+# features (crates/omr-hack), so it reuses the workspace build's artifacts; then the generator,
+# which stays out of omr-hack (.config/hakari.toml says why), on its own.
 cargo build --release --quiet -p omr-ffi
 cargo build --release --quiet -p omr-uniffi-bindgen
 lib=target/release/libomr_ffi.so
