@@ -33,6 +33,10 @@ class Omrd:
                 "OMR_READ_RATE_LIMIT_PER_SECOND": "0",
                 "OMR_DIGEST_RATE_LIMIT_PER_SECOND": "0",
                 "OMR_POLL_INTERVAL_MS": "100",
+                # omr-light-v1: every ask detects the open batch up to the head, so that a
+                # test's few messages are detected (`until_detected`) without waiting for a
+                # refresh mark.
+                "OMR_LIGHT_REFRESH_MESSAGES": "1",
                 "RUST_LOG": "warn",
             }
         )

@@ -12,3 +12,8 @@ pub const LAG: &str = "omr-lag";
 pub const EPOCH_LENGTH: &str = "omr-epoch-length";
 /// Present when the key's detected range continues past this digest: ask again from here.
 pub const NEXT_FROM: &str = "omr-next-from";
+/// Every board message below this index has been detected for the key (its cursor).
+pub const DETECTED_UP_TO: &str = "omr-detected-up-to";
+/// omr-light-v1: the board index whose arrival makes the key's open batch due for its next
+/// detection (refresh) when its recipient asks; absent on the TFHE sets.
+pub const REFRESH_AT: &str = "omr-refresh-at";

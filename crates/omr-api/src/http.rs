@@ -230,6 +230,11 @@ pub struct KeyStatus {
     /// When waiting or detecting: the worker's estimate of the seconds until it is caught up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta_secs: Option<u64>,
+    /// omr-light-v1: the board index whose arrival makes this key's open batch due for its next
+    /// detection (a refresh, every `light_refresh_messages` messages) when its recipient asks.
+    /// Absent on the TFHE sets, which detect every message as it comes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_at: Option<u64>,
 }
 
 /// The longest invite expiry, 100 years of 365 days, in seconds (the schema of

@@ -208,11 +208,12 @@ impl Client {
             forget_past(state, reg, epoch);
             out.to = state.next_from;
             // omr-light-v1, still more than the tail behind, the key's open batch not detected
-            // up to the head: this digest asked the server for it, which detects it once per
-            // ask. Wait for that once and ask again, so that this retrieval reads the rest from
-            // the tail and makes one round (not one now on what the server had, and another at
-            // the next retrieval on the rest). It depends on the key's lag alone, which the
-            // server sees anyway.
+            // up to the head: this digest asked the server for it, which detects it up to the
+            // last refresh mark below the head (every `light_refresh_messages`, fewer than the
+            // tail's messages at the defaults). Wait for that once and ask again, so that this
+            // retrieval reads the rest from the tail and makes one round (not one now on what
+            // the server had, and another at the next retrieval on the rest). It depends on the
+            // key's lag alone, which the server sees anyway.
             let behind = more.is_none() && lag > 0 && !near(out.board_head, state.next_from);
             if light.is_some() && behind && !waited {
                 waited = true;

@@ -51,6 +51,7 @@ impl From<KeyStatus> for GetKeyStatusResponse {
             registered_at: s.registered_at,
             state: s.state,
             eta_secs: s.eta_secs,
+            refresh_at: s.refresh_at,
         }
     }
 }
@@ -69,6 +70,7 @@ impl From<GetKeyStatusResponse> for KeyStatus {
             registered_at: s.registered_at,
             state: s.state,
             eta_secs: s.eta_secs,
+            refresh_at: s.refresh_at,
         }
     }
 }

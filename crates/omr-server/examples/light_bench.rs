@@ -77,6 +77,8 @@ async fn main() -> anyhow::Result<()> {
                 // Payloads only: attachments of up to 64 KiB would make every record 100 times
                 // larger.
                 .env("OMR_MAX_ATTACHMENT_BYTES", "0")
+                // A pass per ask (the refresh policy is measured by `light_digest_load`).
+                .env("OMR_LIGHT_REFRESH_MESSAGES", "1")
                 .env("RUST_LOG", "warn");
         })
     };

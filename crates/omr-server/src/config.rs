@@ -116,6 +116,18 @@ pub struct Config {
     /// this long (plus the rebuild) after its post, and a busy board costs at most one rebuild
     /// per interval however many recipients ask (default 1000; at least 50).
     pub light_fetch_open_rebuild_ms: u64 = 1000,
+    /// omr-light-v1: new messages between two detections of an online recipient's open batch
+    /// (its refreshes). A recipient asks for its open batch with a digest, status or wait call
+    /// that finds its key behind; the worker then detects it up to the last *refresh mark* (every
+    /// this many messages from the batch's first) at or below the board head, never once per
+    /// request: a pass over a key (its 32 MiB) is spread over at least this many new messages
+    /// however often its recipient asks, and the online keys refreshed to one mark share one
+    /// preparation of the batch. A digest then trails the board by fewer than this many
+    /// messages; its answer says where the next refresh comes (`omr-refresh-at`). 1: every
+    /// ask detects up to the head, a pass per new message a polling client sees. The SDK reads
+    /// the newest messages from the board's tail and does not wait for refreshes (default 64;
+    /// 1 to the batch of 4,096).
+    pub light_refresh_messages: u64 = 64,
     /// How long, in milliseconds, a board read near the head may be answered from the tail
     /// this process keeps in memory (its newest 1,024 messages) instead of the store. Posts
     /// through this process show at once whatever the bound; a post committed by another
@@ -335,6 +347,16 @@ impl Config {
                  payloads) for nearly every round. Use {MIN_OPEN_REBUILD_MS} or more",
                 self.light_fetch_open_rebuild_ms
             );
+        }
+        if let Some(batch) = set.batch() {
+            if !(1..=batch).contains(&self.light_refresh_messages) {
+                anyhow::bail!(
+                    "light_refresh_messages = {} is outside 1 ..= {batch}: an online recipient's \
+                     open batch is detected again every this many new messages (1: on every \
+                     ask; {batch}: only when the batch is full)",
+                    self.light_refresh_messages
+                );
+            }
         }
         if self.attachment_limit() > 0 || set.batch().is_some() {
             (crate::epochs::Epochs::new(self.epoch_len, set))

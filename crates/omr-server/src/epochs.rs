@@ -59,6 +59,23 @@ impl Epochs {
         self.of(index) * self.len
     }
 
+    /// omr-light-v1's refresh marks are every `every` messages from an epoch's (its batch's)
+    /// start. The last mark at or below `head`: how far an online recipient's open batch is
+    /// detected with the board at `head` (the epoch's start while fewer than `every` messages
+    /// are in it).
+    pub fn refresh_mark(self, head: u64, every: u64) -> u64 {
+        let start = self.start_of(head);
+        start + (head - start) / every.max(1) * every.max(1)
+    }
+
+    /// The first refresh mark past `cursor` (at most its epoch's end): the board index whose
+    /// arrival makes a key detected up to `cursor` due for its next refresh.
+    pub fn next_refresh(self, cursor: u64, every: u64) -> u64 {
+        let start = self.start_of(cursor);
+        let every = every.max(1);
+        (start + ((cursor - start) / every + 1) * every).min(self.next_boundary(cursor))
+    }
+
     /// The board index below which retention deletes whole epochs (attachments and their PIR
     /// databases, so a database never changes) when it keeps `retain` messages below `head`:
     /// the start of the epoch holding `head - retain`; 0 when nothing is retired.
@@ -112,5 +129,29 @@ mod tests {
         assert_eq!(e.retired_below(None, 100), 0);
         assert_eq!(e.retired_below(Some(10), 100), 88);
         assert_eq!(e.retired_below(Some(200), 100), 0);
+    }
+
+    #[test]
+    fn refresh_marks_fall_every_few_messages_from_each_epoch_s_start() {
+        let e = Epochs::new(8, Set::Tfhe(&omr_core::INSECURE_TEST));
+        // Every 3 from 8: marks at 8, 11, 14, then the epoch's end 16.
+        assert_eq!(e.refresh_mark(10, 3), 8);
+        assert_eq!((e.refresh_mark(11, 3), e.refresh_mark(13, 3)), (11, 11));
+        assert_eq!((e.refresh_mark(15, 3), e.refresh_mark(16, 3)), (14, 16));
+        assert_eq!((e.next_refresh(8, 3), e.next_refresh(10, 3)), (11, 11));
+        assert_eq!((e.next_refresh(11, 3), e.next_refresh(14, 3)), (14, 16));
+        // Every message: the head itself; the whole epoch: only its end.
+        assert_eq!((e.refresh_mark(13, 1), e.next_refresh(13, 1)), (13, 14));
+        assert_eq!((e.refresh_mark(15, 8), e.next_refresh(9, 8)), (8, 16));
+        // A mark never passes the head, and the next one is always past the cursor.
+        for every in 1..=8 {
+            for i in 0..40 {
+                let mark = e.refresh_mark(i, every);
+                assert!(mark <= i && mark >= e.start_of(i), "{i} {every}");
+                let next = e.next_refresh(i, every);
+                assert!(next > i && next <= e.next_boundary(i), "{i} {every}");
+                assert_eq!(e.refresh_mark(next, every), next, "{i} {every}");
+            }
+        }
     }
 }

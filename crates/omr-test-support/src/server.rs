@@ -246,6 +246,10 @@ fn test_config(data_dir: PathBuf) -> Config {
         allow_insecure_params: true,
         request_timeout_secs: 300,
         grpc_request_timeout_secs: 300,
+        // omr-light-v1: every ask detects the open batch up to the head, so that a test's
+        // digest catches up with the few messages it posts; the refresh policy's own tests
+        // set it.
+        light_refresh_messages: 1,
         ..Config::default()
     }
     .without_rate_limits()

@@ -12,6 +12,7 @@ mod layers;
 mod light;
 mod light_asks;
 mod light_fetch;
+mod light_refresh;
 mod limits;
 mod param_sets;
 mod pir_limits;

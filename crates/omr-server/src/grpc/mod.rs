@@ -261,6 +261,8 @@ impl Detector for DetectorService {
                 lag: d.lag,
                 next_from: d.next_from,
                 total_bytes: d.bytes.len() as u64,
+                detected_up_to: d.detected_up_to,
+                refresh_at: d.refresh_at,
             })),
         };
         let chunks: Vec<Result<GetDigestResponse, Status>> = std::iter::once(Ok(header))

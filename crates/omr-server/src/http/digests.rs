@@ -16,7 +16,9 @@ use crate::admission::Limit;
 use crate::service::digests::{self, BuiltDigest};
 
 /// The encoded digest, with the range it covers in `omr-range-start` / `omr-range-end`, the board
-/// head and the key's lag; `omr-next-from` when more of the range is on a further page.
+/// head, the key's lag and cursor (`omr-detected-up-to`); `omr-next-from` when more of the range
+/// is on a further page; on omr-light-v1, `omr-refresh-at`: the board index whose arrival makes
+/// the key's open batch due for its next detection (asking before then detects nothing new).
 #[utoipa::path(
     get, tag = "keys", path = "/v1/digests/{key_id}", params(("key_id" = String, Path), DigestQuery),
     responses(
@@ -64,6 +66,10 @@ fn answer(d: BuiltDigest) -> Response {
     h.insert(headers::EPOCH_LENGTH, num(d.epoch));
     if let Some(n) = d.next_from {
         h.insert(headers::NEXT_FROM, num(n));
+    }
+    h.insert(headers::DETECTED_UP_TO, num(d.detected_up_to));
+    if let Some(n) = d.refresh_at {
+        h.insert(headers::REFRESH_AT, num(n));
     }
     (StatusCode::OK, h, d.bytes).into_response()
 }

@@ -38,6 +38,12 @@ pub struct DetectionMetrics {
     /// Open batches (omr-light-v1) detected again because an online recipient asked for theirs
     /// (a digest or status call that found its key behind, or a wait): each a pass over the key.
     pub open_batches: IntCounter,
+    /// omr-light-v1 refreshes: the refresh marks online keys' open batches were detected up
+    /// to (each key's pass to one counts in `open_batches`: keys per refresh is their ratio),
+    /// the pool seconds those passes took, and the policy (`light_refresh_messages`).
+    pub refreshes: IntCounter,
+    pub refresh_seconds: Counter,
+    pub refresh_messages: IntGauge,
     /// Time the worker loop spends planning each turn (its leases, its keys and the board head
     /// from the store, the queue, these metrics): what every turn pays whatever it detects.
     pub plan_seconds: Histogram,
@@ -111,6 +117,20 @@ impl DetectionMetrics {
                 "Open batches (omr-light-v1) detected again because an online recipient asked for its key's: each a pass over the key",
             )
             .expect("metric"),
+            refreshes: IntCounter::new(
+                "light_refreshes_total",
+                "Refresh marks (omr-light-v1) that online keys' open batches were detected up to; keys per refresh = detect_open_batches_total / this",
+            )
+            .expect("metric"),
+            refresh_seconds: Counter::new(
+                "light_refresh_seconds_total",
+                "Seconds the detection pool spent on refreshes of online keys' open batches (omr-light-v1)",
+            )
+            .expect("metric"),
+            refresh_messages: g(
+                "light_refresh_messages",
+                "New messages between two refreshes of an online key's open batch (light_refresh_messages)",
+            ),
             plan_seconds: Histogram::with_opts(
                 HistogramOpts::new(
                     "detect_plan_seconds",
@@ -155,6 +175,9 @@ impl DetectionMetrics {
             Box::new(m.loads_ahead.clone()),
             Box::new(m.idle_fills.clone()),
             Box::new(m.open_batches.clone()),
+            Box::new(m.refreshes.clone()),
+            Box::new(m.refresh_seconds.clone()),
+            Box::new(m.refresh_messages.clone()),
             Box::new(m.plan_seconds.clone()),
             Box::new(m.keys_behind.clone()),
             Box::new(m.keys_unassigned.clone()),

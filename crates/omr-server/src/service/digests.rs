@@ -40,6 +40,10 @@ pub struct BuiltDigest {
     pub lag: u64,
     pub next_from: Option<u64>,
     pub epoch: u64,
+    /// The key's cursor: every message below it has been detected.
+    pub detected_up_to: u64,
+    /// omr-light-v1: where the key's next refresh comes ([`Service::refresh_at`]).
+    pub refresh_at: Option<u64>,
 }
 
 /// The digest of `key_id` from `from` (up to `to`) for a caller presenting `authorization`
@@ -134,6 +138,8 @@ async fn build_with<S: DetectionScheme>(
         lag: head.saturating_sub(meta.cursor),
         next_from,
         epoch: svc.epochs.size(),
+        detected_up_to: meta.cursor,
+        refresh_at: svc.refresh_at(meta.cursor),
     })
 }
 

@@ -134,6 +134,14 @@ impl Service {
         asking && matches!(self.scheme, Scheme::Light(_))
     }
 
+    /// For a scheme that detects in batches (omr-light-v1): the board index whose arrival makes
+    /// the open batch of a key detected up to `cursor` due for its next refresh (the next
+    /// refresh mark, `light_refresh_messages`); `None` for a scheme that detects every message.
+    pub fn refresh_at(&self, cursor: u64) -> Option<u64> {
+        let every = self.config.light_refresh_messages;
+        (self.set.batch()).map(|_| self.epochs.next_refresh(cursor, every))
+    }
+
     /// The board head, as a service error when the store fails.
     pub async fn board_head(&self) -> Result<u64, crate::error::ServiceError> {
         (self.store.board_head().await)

@@ -44,6 +44,7 @@ pub async fn key_status(svc: &Service, key_id: &str) -> Result<KeyStatus, Servic
         registered_at: rfc3339_ms(meta.registered_ms),
         state: detection.as_str().to_string(),
         eta_secs,
+        refresh_at: svc.refresh_at(meta.cursor),
     })
 }
 

@@ -80,6 +80,9 @@ struct Worker<S: DetectionScheme> {
     /// For each key whose open batch (a batch scheme's) this worker detected: the recipient's
     /// mark that detection answered; the next waits for a newer one (`plan::asks_open`).
     open_answered: HashMap<String, i64>,
+    /// The refresh mark an online key's open batch was last detected up to (a new one counts
+    /// a refresh).
+    refreshed_to: Option<u64>,
     /// New board messages per second lately, from the plans' heads.
     board_rate: BoardRate,
 }
@@ -156,6 +159,10 @@ impl<S: DetectionScheme> Worker<S> {
             .detection
             .key_memory_budget_bytes
             .set(cache.budget() as i64);
+        if scheme.detection().batch().is_some() {
+            let every = state.config.light_refresh_messages;
+            state.metrics.detection.refresh_messages.set(every as i64);
+        }
         Self {
             state,
             scheme,
@@ -171,6 +178,7 @@ impl<S: DetectionScheme> Worker<S> {
             online: online::Online::default(),
             head_seen: None,
             open_answered: HashMap::new(),
+            refreshed_to: None,
             board_rate: BoardRate::default(),
         }
     }

@@ -4,9 +4,10 @@
 //! waits, count, keep the state open).
 //!
 //! For a scheme that detects in batches the job reads the batch from its first message (the
-//! state is computed again and replaced, never folded into), and detection stops at `reach`:
-//! the board head for a key whose online recipient asked for its open batch, the last full
-//! batch for the others.
+//! state is computed again and replaced, never folded into), and detection stops at `reach`,
+//! an index below a board head already read (so a job reads no head): the last refresh mark
+//! for a key whose online recipient asked for its open batch, the last full batch for the
+//! others.
 //! Long: one batch's three parts and their group forms share Job's and Done's fields; splitting them would expose those fields.
 
 use std::sync::Arc;
@@ -60,6 +61,8 @@ pub(super) struct Job<S: DetectionScheme> {
     key: Arc<S::Key>,
     state: S::State,
     scheme: S,
+    /// An online key's open batch detected to a refresh mark (its time is counted as such).
+    refresh: bool,
 }
 
 /// `key`'s next batch of at most `limit` messages, none past its epoch's end or at or past
@@ -92,8 +95,7 @@ async fn prepare_reading<S: DetectionScheme>(
         // work is still prepared, its messages are not read again (every key's job would read
         // the same 12 MB of clues).
         let from = ctx.epochs.start_of(cursor);
-        let head = head_for(ctx, reach).await?;
-        let end = head.min(reach).min(ctx.epochs.next_boundary(from));
+        let end = reach.min(ctx.epochs.next_boundary(from));
         if end <= cursor {
             return Ok(None);
         }
@@ -119,6 +121,7 @@ async fn prepare_reading<S: DetectionScheme>(
             key: dk,
             state,
             scheme,
+            refresh: false,
         }));
     }
     let messages = read_batch(ctx, cursor, limit).await?;
@@ -142,6 +145,7 @@ async fn prepare_reading<S: DetectionScheme>(
         key: dk,
         state,
         scheme,
+        refresh: false,
     }))
 }
 
@@ -149,6 +153,11 @@ impl<S: DetectionScheme> Job<S> {
     /// Where a batch scheme's job ends (`None` for a scheme that detects message by message).
     pub(super) fn batch_end(&self) -> Option<u64> {
         self.batch.map(|(first, count)| first + count as u64)
+    }
+
+    /// This job refreshes an online key's open batch.
+    pub(super) fn mark_refresh(&mut self) {
+        self.refresh = true;
     }
 }
 
@@ -159,6 +168,7 @@ pub(super) struct Done<S: DetectionScheme> {
     count: usize,
     seconds: f64,
     folded: Option<S::State>,
+    refresh: bool,
 }
 
 impl<S: DetectionScheme> Job<S> {
@@ -178,6 +188,7 @@ impl<S: DetectionScheme> Job<S> {
             key,
             state,
             scheme,
+            refresh,
         } = self;
         let started = Instant::now();
         let hooks = ctx.hooks.clone();
@@ -225,6 +236,7 @@ impl<S: DetectionScheme> Job<S> {
             count,
             seconds,
             folded: committed.then_some(folded),
+            refresh,
         })
     }
 }
@@ -307,6 +319,7 @@ pub(super) async fn run_group<S: DetectionScheme>(
             cursor: job.cursor,
             seconds,
             folded: committed.then_some(folded),
+            refresh: job.refresh,
         }));
     }
     Ok(done)
@@ -329,6 +342,7 @@ pub(super) fn finish<S: DetectionScheme>(
         count,
         seconds,
         folded,
+        refresh,
     } = done;
     let Some(folded) = folded else {
         // Someone else moved this key (or it was deleted): forget local state.
@@ -340,6 +354,9 @@ pub(super) fn finish<S: DetectionScheme>(
     let end = S::range(&folded).1;
     ctx.metrics.detections.inc_by(count as u64);
     ctx.metrics.detect_batch_seconds.observe(seconds);
+    if refresh {
+        ctx.metrics.detection.refresh_seconds.inc_by(seconds);
+    }
     // Counted first: a call this wakes reads metrics that already hold the batch.
     ctx.progress.publish(&key_id, end); // wakes calls waiting for this key
     tracing::debug!(%key_id, count, cursor = end, "batch committed");
@@ -350,16 +367,6 @@ pub(super) fn finish<S: DetectionScheme>(
         None => cache.evicted_at(&key_id, end),
     }
     Batch { count, seconds }
-}
-
-/// The board head a batch scheme's job detects up to, with `reach`: for an offline key its reach
-/// itself, the last full batch below a head already read (the board never shrinks, so the head
-/// now is past it: no store read); for an online key (no reach) the head now.
-async fn head_for(ctx: &WorkerContext, reach: u64) -> Result<u64, StoreError> {
-    match reach {
-        u64::MAX => ctx.store.board_head().await,
-        reach => Ok(reach),
-    }
 }
 
 /// The next board index to detect for `key`: its cached cursor, unless the store's is ahead.

@@ -184,15 +184,20 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             Box::pin(self.load(plan, key, lane, alongside)).await?;
         }
         let limit = self.batch_limit();
-        let job = step::prepare(&self.state, &mut self.cache, key, limit, reach).await?;
-        // A batch detected up to the head inside it answers the recipient's mark. (One that
-        // ends at a batch boundary answers nothing: the batch after it is still to come.)
+        let mut job = step::prepare(&self.state, &mut self.cache, key, limit, reach).await?;
+        // A batch detected up to a refresh mark inside it answers the recipient's mark. (One
+        // that ends at a batch boundary answers nothing: the batch after it is still to come.)
         let ends = job.as_ref().and_then(step::Job::batch_end);
         if let Some(end) = ends.filter(|&end| open && !self.state.epochs.is_boundary(end)) {
             let seen = key.last_seen_ms.unwrap_or(0);
             tracing::debug!(key_id = %key.key_id, end, seen, "open batch detected as asked");
             self.open_answered.insert(key.key_id.clone(), seen);
-            self.state.metrics.detection.open_batches.inc();
+            let m = &self.state.metrics.detection;
+            m.open_batches.inc();
+            if self.refreshed_to.replace(end) != Some(end) {
+                m.refreshes.inc();
+            }
+            job.as_mut().expect("a job ends").mark_refresh();
         }
         Ok(job)
     }
@@ -283,14 +288,19 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     }
 
     /// The board index a key's detection may reach with the board at `head`: any, for a scheme
-    /// that detects one message at a time and for a key whose `open` batch is asked for (its
-    /// online recipient asked since the last time: `plan::asks_open`; the open batch is
-    /// detected again from its first message); the end of the last full batch for every other
-    /// key of a batch scheme (each batch detected once).
+    /// that detects one message at a time; for a batch scheme's key whose `open` batch is asked
+    /// for (its online recipient asked since the last time: `plan::asks_open`), the last
+    /// refresh mark at or below `head` (`light_refresh_messages`; the open batch is detected
+    /// again from its first message, so a pass over the key is spread over that many new
+    /// messages, and every key refreshed to one mark shares its preparation); the end of the
+    /// last full batch for every other key of a batch scheme (each batch detected once).
     pub(super) fn reach(&self, head: u64, open: bool) -> u64 {
         match self.scheme.detection().batch() {
             Some(d) if !open => head / d * d,
-            _ => u64::MAX,
+            Some(_) => {
+                (self.state.epochs).refresh_mark(head, self.state.config.light_refresh_messages)
+            }
+            None => u64::MAX,
         }
     }
 

@@ -232,7 +232,12 @@ async fn sigkill_while_light_recipients_are_online_loses_nothing(db: &TestDb) {
     });
     let (dir, _tmp) = data_dir(db);
     let light = ["--param-set", "omr-light-v1"];
-    let env = [("OMR_LIGHT_FETCH_OPEN_REBUILD_MS", "50")];
+    // Refreshes every 4 messages: each round's 8 cross two marks, and the kill may come during
+    // a refresh of the three keys to one.
+    let env = [
+        ("OMR_LIGHT_FETCH_OPEN_REBUILD_MS", "50"),
+        ("OMR_LIGHT_REFRESH_MESSAGES", "4"),
+    ];
     let mut o = start_set(&dir, db, &light, &env);
     let keys: Vec<Keys> = (0..3)
         .map(|_| Keys::generate(OMR_LIGHT_V1.name, 1).expect("keys"))

@@ -130,6 +130,28 @@ fn light_stream_bench_follows() {
 }
 
 #[test]
+fn light_digest_load_runs() {
+    // Three keys (one quiet), 3 s at 5 messages/s with 20 raw digest requests a second over
+    // HTTP and gRPC, a refresh every 4 messages.
+    let r = run("light_digest_load", &["3", "1", "3", "20", "5", OMRD, "4"]);
+    assert_eq!(
+        (r["polled_keys"].as_u64(), r["quiet_keys"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(r["light_refresh_messages"], 4.0, "{r}");
+    let rate = &r["rates"][0];
+    assert_eq!(rate["errors"], 0, "{r}");
+    positive(rate, &["requests_answered"]);
+    positive(rate, &["latency_p99_ms"]);
+    // At most one pass per polled key and refresh mark on the board (the baseline's posts and
+    // the run's, 4 apart), however many requests asked.
+    let passes = positive(rate, &["refresh_passes"]);
+    let head = positive(rate, &["board_head"]);
+    assert!(passes <= 2.0 * (head / 4.0).ceil(), "{r}");
+    assert_eq!(rate["quiet_keys_behind_a_closed_batch"], 0, "{r}");
+}
+
+#[test]
 fn plan_bench_runs() {
     // Fifty stand-in keys, three plans idle and three with every key waiting: the worker holds
     // them all and its plans are timed.

@@ -183,6 +183,7 @@ pub fn key_status_body() -> Decoder {
             registered_at: "2026-11-22T05:29:03.478Z".into(),
             state: "waiting".into(),
             eta_secs: Some(3),
+            refresh_at: None,
         }],
     )
 }
