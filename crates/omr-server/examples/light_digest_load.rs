@@ -16,9 +16,19 @@
 //! - the quiet keys (nobody asks for theirs): after the run, how many have detected every
 //!   closed batch, and how far the furthest is behind the last one.
 //!
+//! Before the rates, a warm-up: the board crosses one refresh mark and every polled key is asked
+//! until it is detected up to it, so that the polled keys are loaded (each key's first load
+//! reads its 32.5 MB upload from the store and lays it out: ≈ 0.1 s of CPU, once) and the rates
+//! measure the steady state; its time and CPU are reported apart.
+//!
+//! With `conditional` = 1 (the default) each client names the digest it holds, as the API
+//! documents (HTTP `If-None-Match` with the last `ETag`, gRPC `etag`): an unchanged digest
+//! comes back as its headers alone. With 0 every answer carries the whole digest.
+//!
 //! cargo build --release -p omr-server --bin omrd
 //! cargo run --release -p omr-server --example light_digest_load -- \
 //!     [keys] [quiet] [seconds] [request_rate] [rates,comma,separated] [omrd] [refresh_messages]
+//!     [conditional]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,6 +46,8 @@ use tonic::transport::Channel;
 
 /// When each message was acknowledged, by board index.
 type Posted = Arc<Mutex<std::collections::HashMap<u64, Instant>>>;
+/// The tag of the digest each client holds, by (key id, over gRPC); `None`: unconditional.
+type Held = Option<Arc<Mutex<std::collections::HashMap<(String, bool), String>>>>;
 
 /// Most requests in flight at once (past it a tick waits: the load is no longer open).
 const IN_FLIGHT: usize = 512;
@@ -58,12 +70,21 @@ async fn ask(
     api: &RawClient,
     reg: &Registration,
     grpc: Option<DetectorClient<Channel>>,
+    held: &Held,
 ) -> anyhow::Result<(u64, u64)> {
+    let slot = (reg.key_id.clone(), grpc.is_some());
+    let tag = (held.as_ref()).and_then(|h| h.lock().unwrap().get(&slot).cloned());
+    let keep = |etag: String| {
+        if let Some(h) = held {
+            h.lock().unwrap().insert(slot.clone(), etag);
+        }
+    };
     if let Some(mut detector) = grpc {
         let request = GetDigestRequest {
             key_id: reg.key_id.clone(),
             from: None,
             to: None,
+            etag: tag,
         };
         let call = detector.get_digest(with_token(request, &reg.access_token));
         let mut stream = call.await?.into_inner();
@@ -74,11 +95,20 @@ async fn ask(
             }
         }
         let h = header.ok_or_else(|| anyhow::anyhow!("no header"))?;
+        keep(h.etag);
         return Ok((h.lag, h.detected_up_to));
     }
     let url = api.url(&format!("/v1/digests/{}", reg.key_id));
-    let response = (api.http().get(url).bearer_auth(&reg.access_token).send()).await?;
-    anyhow::ensure!(response.status().is_success(), "{}", response.status());
+    let mut request = api.http().get(url).bearer_auth(&reg.access_token);
+    if let Some(tag) = tag {
+        request = request.header(reqwest::header::IF_NONE_MATCH, tag);
+    }
+    let response = request.send().await?;
+    let status = response.status();
+    anyhow::ensure!(status.is_success() || status.as_u16() == 304, "{status}");
+    if let Some(etag) = response.headers().get(reqwest::header::ETAG) {
+        keep(etag.to_str()?.to_string());
+    }
     let number = |name: &str| -> anyhow::Result<u64> {
         let value = (response.headers().get(name)).ok_or_else(|| anyhow::anyhow!("no {name}"))?;
         Ok(value.to_str()?.parse()?)
@@ -92,7 +122,7 @@ async fn ask(
 /// over HTTP and gRPC: every answer, and the errors.
 async fn load(
     api: RawClient,
-    detectors: Vec<DetectorClient<Channel>>,
+    (detectors, held): (Vec<DetectorClient<Channel>>, Held),
     polled: Arc<Vec<Registration>>,
     rate: f64,
     posted: Posted,
@@ -110,11 +140,11 @@ async fn load(
         let permit = permits.clone().acquire_owned().await.expect("open");
         let (api, polled, posted) = (api.clone(), polled.clone(), posted.clone());
         let grpc = (n % 2 == 1).then(|| detectors[n / 2 % detectors.len()].clone());
-        let (answers, errors) = (answers.clone(), errors.clone());
+        let (answers, errors, held) = (answers.clone(), errors.clone(), held.clone());
         tasks.spawn(async move {
             let reg = &polled[n % polled.len()];
             let started = Instant::now();
-            match ask(&api, reg, grpc).await {
+            match ask(&api, reg, grpc, &held).await {
                 Ok((lag, detected)) => {
                     let now = Instant::now();
                     let newest = detected.checked_sub(1);
@@ -166,16 +196,16 @@ async fn post(sender: &Client, to: &[Keys], rate: f64, seconds: f64, posted: &Po
 }
 
 /// omrd's refresh counters: refreshes, passes over keys' open batches, their pool seconds,
-/// digests answered.
-async fn counted(api: &RawClient) -> [f64; 4] {
-    let names = [
+/// digests answered with their bytes and as unchanged.
+async fn counted(api: &RawClient) -> [f64; 5] {
+    api.metric_values([
         "omr_light_refreshes_total",
         "omr_detect_open_batches_total",
         "omr_light_refresh_seconds_total",
         "omr_digest_requests_total{outcome=\"ok\"}",
-    ];
-    let text = api.metrics().await;
-    names.map(|name| metric_in(&text, name).unwrap_or(0.0))
+        "omr_digest_requests_total{outcome=\"not_modified\"}",
+    ])
+    .await
 }
 
 #[tokio::main]
@@ -193,7 +223,8 @@ async fn main() -> anyhow::Result<()> {
         .next()
         .unwrap_or_else(|| "target/release/omrd".into())
         .into();
-    let refresh: Option<String> = args.next();
+    let refresh: Option<String> = args.next().filter(|m| m != "-");
+    let conditional = args.next().is_none_or(|c| c != "0");
     anyhow::ensure!(
         quiet < keys,
         "quiet ({quiet}) must leave a polled key of {keys}"
@@ -235,7 +266,37 @@ async fn main() -> anyhow::Result<()> {
         Arc::new(recipients[quiet..].iter().map(|(_, r)| r.clone()).collect());
     let quiet_regs: Vec<Registration> =
         recipients[..quiet].iter().map(|(_, r)| r.clone()).collect();
-    let every = metric_in(&api.metrics().await, "omr_light_refresh_messages");
+    let refresh_messages = metric_in(&api.metrics().await, "omr_light_refresh_messages");
+    let every = refresh_messages;
+    // The warm-up: one refresh mark, every polled key asked until it is detected up to it.
+    let (warming, c0) = (Instant::now(), cpu_secs(pid));
+    let every = every.unwrap_or(64.0) as u64;
+    let batch: Vec<_> = (0..every)
+        .map(|i| (to[i as usize % to.len()].clue_key.clone(), b"warm".to_vec()))
+        .collect();
+    let last = sender.send_batch(&batch).await?.end;
+    let mark = last / every * every;
+    let mut waiting: Vec<&Registration> = polled.iter().collect();
+    while !waiting.is_empty() {
+        anyhow::ensure!(
+            warming.elapsed() < Duration::from_secs(600),
+            "the warm-up timed out"
+        );
+        let mut still = Vec::new();
+        for reg in waiting {
+            if ask(&api, reg, None, &None).await?.1 < mark {
+                still.push(reg);
+            }
+        }
+        waiting = still;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let warm_up = json!({
+        "keys": polled.len(),
+        "wall_s": warming.elapsed().as_secs_f64(),
+        "omrd_cpu_s": cpu_secs(pid) - c0,
+    });
+    eprintln!("warmed up: {warm_up}");
     let mut runs = Vec::new();
     for &rate in &rates {
         // Posting alone, nobody polling: the baseline.
@@ -251,9 +312,10 @@ async fn main() -> anyhow::Result<()> {
         for _ in 0..GRPC_CONNECTIONS {
             detectors.push(api.detector().await);
         }
+        let held: Held = conditional.then(Arc::default);
         let driver = tokio::spawn(load(
             api.clone(),
-            detectors,
+            (detectors, held),
             polled.clone(),
             request_rate,
             posted.clone(),
@@ -297,6 +359,7 @@ async fn main() -> anyhow::Result<()> {
             "keys_per_refresh": counts[1] / counts[0].max(1.0),
             "refresh_pool_s": counts[2],
             "digests_answered": counts[3],
+            "digests_unchanged": counts[4],
             "polled_lag_p50_messages": percentile(&mut lag, 0.5),
             "polled_lag_p95_messages": percentile(&mut lag, 0.95),
             "polled_newest_detected_age_p50_s": percentile(&mut age, 0.5),
@@ -312,9 +375,11 @@ async fn main() -> anyhow::Result<()> {
         "keys": keys,
         "polled_keys": polled.len(),
         "quiet_keys": quiet,
-        "light_refresh_messages": every,
+        "light_refresh_messages": refresh_messages,
+        "conditional": conditional,
         "request_rate_per_s": request_rate,
         "seconds_per_rate": seconds,
+        "warm_up": warm_up,
         "rates": runs,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

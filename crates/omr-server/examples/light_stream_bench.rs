@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use omr_client::{Address, Client, DigestState, Keys, Registration, SealKey, StartAt};
 use omr_light::OMR_LIGHT_V1;
 use omr_test_support::measure::{cpu_model, cpu_secs, percentile, status_bytes};
-use omr_test_support::{metric_in, Omrd};
+use omr_test_support::Omrd;
 use serde_json::json;
 
 /// When each message was acknowledged, by board index.
@@ -165,15 +165,14 @@ async fn post(
 /// over its key; 0 from an omrd that does not count them), digests served, payload fetch rounds
 /// answered and their seconds.
 async fn counted(api: &omr_test_support::RawClient) -> [f64; 5] {
-    let names = [
+    api.metric_values([
         "omr_detections_total",
         "omr_detect_open_batches_total",
         "omr_digest_requests_total{outcome=\"ok\"}",
         "omr_pir_answer_seconds_count",
         "omr_pir_answer_seconds_sum",
-    ];
-    let text = api.metrics().await;
-    names.map(|name| metric_in(&text, name).unwrap_or(0.0))
+    ])
+    .await
 }
 
 #[tokio::main]

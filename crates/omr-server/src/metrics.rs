@@ -50,6 +50,8 @@ pub struct Metrics {
     /// Digest requests by outcome, and bytes served.
     pub digest_requests: IntCounterVec,
     pub digest_bytes: IntCounter,
+    /// Digest answers served from memory (the key's cursor had not moved since the last one).
+    pub digest_answers_kept: IntCounter,
     /// Keys this worker took over or gave up.
     pub lease_changes: IntCounterVec,
     /// Keys this worker holds.
@@ -160,6 +162,11 @@ impl Metrics {
         .expect("metric");
         let digest_bytes =
             IntCounter::new("digest_bytes_total", "Digest bytes served").expect("metric");
+        let digest_answers_kept = IntCounter::new(
+            "digest_answers_kept_total",
+            "Digest answers served from memory, the key's cursor unmoved since the last (no store read)",
+        )
+        .expect("metric");
         let lease_changes = IntCounterVec::new(
             Opts::new(
                 "lease_changes_total",
@@ -209,6 +216,7 @@ impl Metrics {
             Box::new(active_keys.clone()),
             Box::new(digest_requests.clone()),
             Box::new(digest_bytes.clone()),
+            Box::new(digest_answers_kept.clone()),
         ] {
             registry.register(m).expect("unique metric names");
         }
@@ -286,6 +294,7 @@ impl Metrics {
             active_keys,
             digest_requests,
             digest_bytes,
+            digest_answers_kept,
             lease_changes,
             leased_keys,
             detection,

@@ -20,8 +20,10 @@ use omr_store::{ActiveKey, Store};
 use crate::board_signal::BoardSignal;
 use crate::config::Config;
 
-/// Longest interval between two store writes for one key's presence.
-const WRITE_EVERY: Duration = Duration::from_secs(5);
+/// Longest interval between two store writes for one key's presence: a tenth of the default
+/// online window, and rare enough that a key whose client polls every second costs the store's
+/// writer little (docs/load-test.md, "omr-light-v1's digest endpoint").
+const WRITE_EVERY: Duration = Duration::from_secs(30);
 
 /// Shortest interval between two store writes for a key whose recipient asks for detection its
 /// key has not reached ([`Presence::asked`]).

@@ -276,6 +276,13 @@ impl RawClient {
         metric_in(&self.metrics().await, name)
     }
 
+    /// The values of the samples `names` in one read of `/metrics` (0 for one that is not
+    /// there).
+    pub async fn metric_values<const N: usize>(&self, names: [&str; N]) -> [f64; N] {
+        let text = self.metrics().await;
+        names.map(|name| metric_in(&text, name).unwrap_or(0.0))
+    }
+
     /// The Prometheus text at `/metrics`.
     pub async fn metrics(&self) -> String {
         self.get("/metrics").await.text().await.expect("metrics")

@@ -124,6 +124,7 @@ async fn digests_need_the_right_token_and_deleted_keys_are_gone(db: &TestDb) {
             key_id: r.key_id.clone(),
             from: None,
             to: None,
+            etag: None,
         })
         .await
         .unwrap_err();
@@ -165,11 +166,23 @@ pub(crate) async fn grpc_digest(
     key_id: &str,
     token: &str,
 ) -> (omr_proto::v1::DigestHeader, Vec<u8>) {
+    let (header, bytes, _) = grpc_digest_held(api, key_id, token, None).await;
+    (header, bytes)
+}
+
+/// [`grpc_digest`] naming the digest the client holds (`etag`): also how many chunks came.
+pub(crate) async fn grpc_digest_held(
+    api: &RawClient,
+    key_id: &str,
+    token: &str,
+    etag: Option<String>,
+) -> (omr_proto::v1::DigestHeader, Vec<u8>, usize) {
     let request = with_token(
         GetDigestRequest {
             key_id: key_id.to_string(),
             from: None,
             to: None,
+            etag,
         },
         token,
     );
@@ -180,13 +193,16 @@ pub(crate) async fn grpc_digest(
         .await
         .unwrap()
         .into_inner();
-    let mut bytes = Vec::new();
+    let (mut bytes, mut chunks) = (Vec::new(), 0);
     let mut header = None;
     while let Some(m) = stream.message().await.unwrap() {
         match m.part.unwrap() {
             get_digest_response::Part::Header(h) => header = Some(h),
-            get_digest_response::Part::Chunk(b) => bytes.extend_from_slice(&b),
+            get_digest_response::Part::Chunk(b) => {
+                bytes.extend_from_slice(&b);
+                chunks += 1;
+            }
         }
     }
-    (header.expect("a header first"), bytes)
+    (header.expect("a header first"), bytes, chunks)
 }

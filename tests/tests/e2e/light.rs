@@ -41,6 +41,14 @@ const QUERIES_PER_EPOCH: usize = 4;
 
 /// An omr-light-v1 server detecting quickly.
 pub(crate) async fn light_server(db: &TestDb) -> TestServer {
+    light_server_with(db, |_| {}).await
+}
+
+/// [`light_server`], its configuration changed by `configure`.
+pub(crate) async fn light_server_with(
+    db: &TestDb,
+    configure: impl FnOnce(&mut omr_server::Config),
+) -> TestServer {
     TestServer::start_configured(db, |c| {
         c.max_attachment_bytes = Some(1024);
         c.param_set = OMR_LIGHT_V1.name.to_string();
@@ -48,6 +56,7 @@ pub(crate) async fn light_server(db: &TestDb) -> TestServer {
         c.epoch_len = OMR_LIGHT_V1.batch as u64;
         c.poll_interval_ms = 200;
         c.worker_threads = 2;
+        configure(c);
     })
     .await
 }

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use omr_light::{Digest, SecretKey, OMR_LIGHT_V1};
 use omr_test_support::{
-    light_message, test_each_backend, wait_until, LightRecipient, RawClient, TestDb, TestServer,
+    light_message, test_each_backend, wait_until, LightRecipient, RawClient, TestDb,
 };
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::detection::grpc_digest;
-use crate::light::CATCH_UP;
+use crate::detection::{grpc_digest, grpc_digest_held};
+use crate::light::{light_server_with, CATCH_UP};
 
 /// Messages between two refreshes in these tests.
 const EVERY: u64 = 8;
@@ -26,15 +26,7 @@ const WAVE: u64 = 5;
 test_each_backend!(raw_digest_pollers_cost_one_pass_per_refresh_mark_whatever_their_rate);
 
 async fn raw_digest_pollers_cost_one_pass_per_refresh_mark_whatever_their_rate(db: &TestDb) {
-    let s = TestServer::start_configured(db, |c| {
-        c.param_set = OMR_LIGHT_V1.name.to_string();
-        c.allow_insecure_params = false;
-        c.epoch_len = OMR_LIGHT_V1.batch as u64;
-        c.poll_interval_ms = 200;
-        c.worker_threads = 2;
-        c.light_refresh_messages = EVERY;
-    })
-    .await;
+    let s = light_server_with(db, |c| c.light_refresh_messages = EVERY).await;
     let api = s.client();
     let by_http = Arc::new(api.register_light().await);
     let by_grpc = Arc::new(api.register_light().await);
@@ -160,6 +152,46 @@ async fn raw_digest_pollers_cost_one_pass_per_refresh_mark_whatever_their_rate(d
         assert_eq!((a.end, a.lag, a.refresh_at), (next, 0, Some(next + EVERY)));
         assert_eq!(a.pertinent, want(r, next), "{}", r.key_id);
     }
+    // Most answers came from memory (no store read), yet every one above moved with the cursor.
+    let kept = api
+        .metric("omr_digest_answers_kept_total")
+        .await
+        .unwrap_or(0.0);
+    assert!(kept > 0.0, "{kept}");
+
+    // A client that names the digest it holds gets its headers alone while it is the same.
+    let (key_id, token) = (&by_http.key_id, &by_http.token);
+    let first = api.digest_of(key_id, token, None).await;
+    let etag = first.headers()["etag"].to_str().unwrap().to_string();
+    assert_eq!(etag, format!("\"0-{next}\""));
+    let url = api.url(&format!("/v1/digests/{key_id}"));
+    let again = api
+        .http()
+        .get(&url)
+        .bearer_auth(token)
+        .header("if-none-match", &etag);
+    let again = again.send().await.expect("a conditional digest request");
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(
+        again.headers()["omr-detected-up-to"],
+        next.to_string().as_str()
+    );
+    assert!(again.bytes().await.unwrap().is_empty());
+    let other = api
+        .http()
+        .get(&url)
+        .bearer_auth(token)
+        .header("if-none-match", "\"0-1\"");
+    assert_eq!(other.send().await.unwrap().status(), StatusCode::OK);
+    let tag = format!("\"0-{next}\"");
+    let (key_id, token) = (&by_grpc.key_id, &by_grpc.token);
+    let (h, _, chunks) = grpc_digest_held(&api, key_id, token, Some(tag.clone())).await;
+    assert!(
+        h.unchanged && h.etag == tag && chunks == 0,
+        "{h:?}, {chunks} chunks"
+    );
+    let unchanged = r#"omr_digest_requests_total{outcome="not_modified"}"#;
+    assert_eq!(api.metric(unchanged).await, Some(2.0));
 }
 
 /// One digest answer, over either transport, decoded.

@@ -294,6 +294,7 @@ async fn digest_status_and_wait_calls_mark_the_recipient_online(db: &TestDb) {
                 key_id: b.key_id.clone(),
                 from: None,
                 to: None,
+                etag: None,
             },
             &b.token,
         ))

@@ -251,7 +251,8 @@ impl Detector for DetectorService {
         }
         .await;
         // The same outcome labels as the HTTP route: the error codes.
-        digests::count(svc, &result);
+        let unchanged = (result.as_ref()).is_ok_and(|d| d.held(request.get_ref().etag.as_deref()));
+        digests::count(svc, &result, unchanged);
         let d = result?;
         let header = GetDigestResponse {
             part: Some(DigestPart::Header(DigestHeader {
@@ -263,10 +264,13 @@ impl Detector for DetectorService {
                 total_bytes: d.bytes.len() as u64,
                 detected_up_to: d.detected_up_to,
                 refresh_at: d.refresh_at,
+                etag: d.etag(),
+                unchanged,
             })),
         };
+        let body = if unchanged { &[][..] } else { &d.bytes[..] };
         let chunks: Vec<Result<GetDigestResponse, Status>> = std::iter::once(Ok(header))
-            .chain(d.bytes.chunks(omr_api::CHUNK_BYTES).map(|c| {
+            .chain(body.chunks(omr_api::CHUNK_BYTES).map(|c| {
                 Ok(GetDigestResponse {
                     part: Some(DigestPart::Chunk(c.to_vec())),
                 })

@@ -248,6 +248,11 @@ pub async fn read(svc: &Service, page: Page) -> Result<BoardPage, ServiceError> 
     })
 }
 
+/// The board head as the board's tail in memory has it, when `board_read_cache_ms` allows.
+pub(super) async fn head_from_tail(svc: &Service) -> Result<Option<u64>, ServiceError> {
+    Ok(from_tail(svc, u64::MAX, 0).await?.map(|page| page.head))
+}
+
 /// The page from the board's tail in memory, when `board_read_cache_ms` allows one and the tail
 /// holds `from`.
 async fn from_tail(

@@ -1,7 +1,15 @@
 //! A key's digest for a range: the sum of its stored epoch states from the epoch holding `from`
 //! up to its cursor (at most M messages; longer ranges are paged), encoded for transport by the
 //! scheme. Never re-runs detection; encoded digests are cached until the cursor moves. Both
-//! transports serve [`build`] (HTTP `GET /v1/digests/{key_id}`, gRPC `GetDigest`).
+//! transports serve [`get`] (HTTP `GET /v1/digests/{key_id}`, gRPC `GetDigest`).
+//!
+//! A client polling its whole digest asks the same question again and again: the last answer
+//! for each key is kept in memory with what authorizes it, and served again with no store read
+//! while the key's cursor has not moved (the worker of this process, and on PostgreSQL every
+//! worker, announces each commit through `progress`) and for at most [`answers::MAX_AGE`] (what a
+//! key deleted through another process, or an announcement lost, may go unseen here).
+
+mod answers;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -22,16 +30,18 @@ const DIGEST_KEY_ENTRIES: usize = 4096;
 /// (key id, range start, range end) of an encoded digest.
 pub type DigestRange = (String, u64, u64);
 
-/// Decoded digest keys by key id (of the running scheme's type), and encoded digests by range:
-/// valid until the cursor moves. `Bytes`, so that an answer shares the cached encoding.
+/// Decoded digest keys by key id (of the running scheme's type), encoded digests by range (valid
+/// until the cursor moves; `Bytes`, so that an answer shares the cached encoding), and each
+/// key's last answer for its whole range.
 #[derive(Debug, Default)]
 pub struct DigestCache {
     keys: Mutex<HashMap<String, Arc<dyn Any + Send + Sync>>>,
     encoded: Mutex<HashMap<DigestRange, Bytes>>,
+    answers: answers::Answers,
 }
 
 /// A built digest and what it covers.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BuiltDigest {
     pub bytes: Bytes,
     pub range_start: u64,
@@ -58,17 +68,35 @@ pub async fn get(
     to: Option<u64>,
     admit: impl FnOnce() -> Result<(), ServiceError>,
 ) -> Result<BuiltDigest, ServiceError> {
+    let whole = from.is_none() && to.is_none();
+    if let Some((meta, mut built)) = svc.digests.answers.answer(key_id).filter(|_| whole) {
+        super::auth::authorize_with(&meta, authorization)?;
+        admit()?;
+        let head = svc.recent_board_head().await?.max(built.board_head);
+        (built.board_head, built.lag) = (head, head.saturating_sub(meta.cursor));
+        svc.metrics.digest_answers_kept.inc();
+        svc.mark_seen(key_id, svc.asks_at(meta.cursor, head));
+        return Ok(built);
+    }
+    // Subscribed before the key is read: a commit after the read is announced to it.
+    let progress = whole.then(|| svc.progress.subscribe(key_id));
     let meta = super::auth::authorize(&svc.store, key_id, authorization).await?;
     admit()?;
     let built = build(svc, &meta, from, to).await;
-    svc.mark_seen(key_id, built.as_ref().is_ok_and(|d| d.lag > 0));
+    let asks = |d: &BuiltDigest| svc.asks_at(d.detected_up_to, d.board_head);
+    svc.mark_seen(key_id, built.as_ref().is_ok_and(asks));
+    if let (Ok(built), Some(progress)) = (&built, progress) {
+        svc.digests.answers.keep(meta, built.clone(), progress);
+    }
     built
 }
 
-/// Count a digest request (either transport, refusals included) by outcome: `ok` or the error
-/// code; and the bytes answered.
-pub fn count(svc: &Service, result: &Result<BuiltDigest, ServiceError>) {
+/// Count a digest request (either transport, refusals included) by outcome: `ok`,
+/// `not_modified` (the client holds this digest: `unchanged`) or the error code; and the bytes
+/// answered.
+pub fn count(svc: &Service, result: &Result<BuiltDigest, ServiceError>, unchanged: bool) {
     let outcome = match result {
+        Ok(_) if unchanged => "not_modified",
         Ok(d) => {
             svc.metrics.digest_bytes.inc_by(d.bytes.len() as u64);
             "ok"
@@ -278,7 +306,33 @@ async fn digest_key<S: DetectionScheme>(
     Ok(key)
 }
 
+impl BuiltDigest {
+    /// What names this digest for a conditional request (HTTP's ETag, gRPC's `etag`): its
+    /// range, which decides its bytes (a key's stored states for a range never change; a range
+    /// detected again after a crash is detected to the same bytes).
+    pub fn etag(&self) -> String {
+        format!("\"{}-{}\"", self.range_start, self.range_end)
+    }
+
+    /// Whether a client holding the digest named `etag` (an `If-None-Match` value: one tag or
+    /// several, weak or strong, or `*`) holds this one.
+    pub fn held(&self, etag: Option<&str>) -> bool {
+        let ours = self.etag();
+        let tags = etag
+            .map(|e| e.split(',').map(str::trim))
+            .into_iter()
+            .flatten();
+        tags.map(|t| t.trim_start_matches("W/"))
+            .any(|t| t == "*" || t == ours)
+    }
+}
+
 impl DigestCache {
+    /// Forget `key_id`'s answer (the key was deleted).
+    pub fn forget(&self, key_id: &str) {
+        self.answers.forget(key_id);
+    }
+
     fn encoded(&self, range: &DigestRange) -> Option<Bytes> {
         self.encoded
             .lock()

@@ -142,6 +142,22 @@ impl Service {
         (self.set.batch()).map(|_| self.epochs.next_refresh(cursor, every))
     }
 
+    /// Whether a call that finds a key detected up to `cursor` with the board at `head` asks
+    /// for more ([`Service::mark_seen`]): the key is behind and, on a batch scheme, the board
+    /// has reached its next refresh mark (an ask before it would be answered by nothing new).
+    pub fn asks_at(&self, cursor: u64, head: u64) -> bool {
+        head > cursor && self.refresh_at(cursor).is_none_or(|at| head >= at)
+    }
+
+    /// The board head from the board's tail in memory when `board_read_cache_ms` allows (read
+    /// again within that bound, and after each of this process's commits), else from the store.
+    pub async fn recent_board_head(&self) -> Result<u64, crate::error::ServiceError> {
+        match board::head_from_tail(self).await? {
+            Some(head) => Ok(head),
+            None => self.board_head().await,
+        }
+    }
+
     /// The board head, as a service error when the store fails.
     pub async fn board_head(&self) -> Result<u64, crate::error::ServiceError> {
         (self.store.board_head().await)

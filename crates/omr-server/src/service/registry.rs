@@ -153,6 +153,7 @@ pub async fn delete(
     super::auth::authorize(&svc.store, key_id, authorization).await?;
     (svc.store.delete_key(key_id).await)
         .map_err(|e| ServiceError::internal("deleting a key", e))?;
+    svc.digests.forget(key_id);
     svc.roster.changed();
     tracing::info!(%key_id, "detection key deleted");
     Ok(())

@@ -62,7 +62,8 @@ pub async fn get(
         wait_past(svc, key_id, past, timeout).await?;
     }
     let status = key_status(svc, key_id).await;
-    svc.mark_seen(key_id, status.as_ref().is_ok_and(|s| s.lag > 0));
+    let asks = |s: &KeyStatus| svc.asks_at(s.cursor, s.board_head);
+    svc.mark_seen(key_id, status.as_ref().is_ok_and(asks));
     status
 }
 

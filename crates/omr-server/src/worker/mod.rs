@@ -208,20 +208,16 @@ impl<S: DetectionScheme> Worker<S> {
             };
             self.publish(&plan, serving);
             let group = match &pick {
-                Pick::Serve {
-                    key_id,
-                    lane: Lane::Bulk,
-                    ..
-                } => {
+                Pick::Serve { key_id, lane, .. } => {
                     let group =
                         (self.queue).companions(&plan.views, plan.head, key_id, self.fill());
                     // A bulk turn of keys in memory: the next cold keys load beside it.
-                    if self.cache.contains(key_id) {
+                    if *lane == Lane::Bulk && self.cache.contains(key_id) {
                         self.load_ahead(&plan, &turn_keys(key_id, &group));
                     }
                     group
                 }
-                _ => Vec::new(),
+                Pick::Idle { .. } => Vec::new(),
             };
             // Everything a turn pays before it detects: the plan, the pick, the published
             // schedule, the companions and the loads begun ahead.
@@ -241,7 +237,7 @@ impl<S: DetectionScheme> Worker<S> {
                         self.serve_turn(&plan, &key_id, lane, cancel).await
                     } else {
                         let ids = [vec![key_id], group].concat();
-                        self.serve_group(&plan, &ids, cancel).await
+                        self.serve_group(&plan, &ids, lane, cancel).await
                     };
                     // A failing key goes to the back of the queue; pause so that a key that
                     // fails every time does not spin the loop.

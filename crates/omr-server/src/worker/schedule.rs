@@ -334,11 +334,12 @@ pub(super) enum Fill {
 }
 
 impl Queue {
-    /// The keys to serve with `leader` in one turn, in queue order: offline keys in memory with
-    /// messages to detect, when `leader` is one too. A batch scheme groups the keys at
-    /// `leader`'s batch (and reach); a per-message scheme adds keys only while the turn's
-    /// messages cannot fill the threads, so a key far behind still has its turn to itself.
-    /// Online keys are never grouped: they keep their own lane.
+    /// The keys to serve with `leader` in one turn, in queue order: keys in memory with messages
+    /// to detect, online when `leader` is and offline when it is not. A batch scheme groups the
+    /// keys at `leader`'s batch and reach (online keys refreshed to one mark share one pass
+    /// over its shared work); a per-message scheme adds offline keys only while the turn's
+    /// messages cannot fill the threads, so a key far behind still has its turn to itself, and
+    /// never groups online keys.
     pub(super) fn companions(
         &self,
         keys: &[KeyView],
@@ -351,11 +352,9 @@ impl Queue {
         let Some(lead) = (keys.iter()).find(|k| k.cached && k.key_id == leader) else {
             return Vec::new();
         };
-        if lead.online {
-            return Vec::new();
-        }
-        let candidates = (keys.iter())
-            .filter(|k| k.cached && !k.online && k.behind(head) > 0 && k.key_id != leader);
+        let candidates = (keys.iter()).filter(|k| {
+            k.cached && k.online == lead.online && k.behind(head) > 0 && k.key_id != leader
+        });
         match fill {
             Fill::Batch { max_keys } => {
                 let same = candidates.filter(|k| k.batch == lead.batch && k.head == lead.head);
@@ -363,6 +362,7 @@ impl Queue {
                     .map(|k| k.key_id.clone())
                     .collect()
             }
+            Fill::Messages { .. } if lead.online => Vec::new(),
             Fill::Messages { threads, limit } => {
                 let mut work = lead.behind(head).min(limit);
                 let mut out = Vec::new();
@@ -761,6 +761,21 @@ mod tests {
         let fill = Fill::Batch { max_keys: 3 };
         assert_eq!(q.companions(&keys, 9000, "a", fill), ["c", "d"]);
         assert!(q.companions(&keys, 9000, "b", fill).is_empty());
+        // Online keys refreshed to one mark (their reach) go together, never with offline ones
+        // nor with one already there.
+        let on = |id: &str, cursor: u64| KeyView {
+            batch: cursor / 4096,
+            head: 8256,
+            ..key(id, cursor, true, true)
+        };
+        let off = KeyView {
+            head: 8256,
+            ..at("z", 8192)
+        };
+        let mut mixed = listing(vec![on("x", 8192), off, on("y", 8200), on("w", 8256)]);
+        observe(&mut q, &mut mixed, 8300, t0);
+        assert_eq!(q.companions(&mixed, 8300, "x", fill), ["y"]);
+        assert!(q.companions(&mixed, 8300, "z", fill).is_empty());
     }
 
     #[test]

@@ -155,6 +155,11 @@ impl<S: DetectionScheme> Job<S> {
         self.batch.map(|(first, count)| first + count as u64)
     }
 
+    /// The key this job detects for.
+    pub(super) fn key_id(&self) -> &str {
+        &self.key_id
+    }
+
     /// This job refreshes an online key's open batch.
     pub(super) fn mark_refresh(&mut self) {
         self.refresh = true;
@@ -167,6 +172,8 @@ pub(super) struct Done<S: DetectionScheme> {
     cursor: u64,
     count: usize,
     seconds: f64,
+    /// This job's share of the pool's time (`seconds` over the jobs of a group).
+    share: f64,
     folded: Option<S::State>,
     refresh: bool,
 }
@@ -235,6 +242,7 @@ impl<S: DetectionScheme> Job<S> {
             cursor,
             count,
             seconds,
+            share: seconds,
             folded: committed.then_some(folded),
             refresh,
         })
@@ -309,6 +317,7 @@ pub(super) async fn run_group<S: DetectionScheme>(
     }
     let states = states.ok_or_else(|| anyhow::anyhow!("batch at {first} was not prepared"))?;
     let seconds = started.elapsed().as_secs_f64();
+    let share = seconds / jobs.len() as f64;
     let end = first + count as u64;
     let mut done = Vec::with_capacity(jobs.len());
     for (job, folded) in jobs.into_iter().zip(states) {
@@ -318,6 +327,7 @@ pub(super) async fn run_group<S: DetectionScheme>(
             key_id: job.key_id,
             cursor: job.cursor,
             seconds,
+            share,
             folded: committed.then_some(folded),
             refresh: job.refresh,
         }));
@@ -341,6 +351,7 @@ pub(super) fn finish<S: DetectionScheme>(
         cursor,
         count,
         seconds,
+        share,
         folded,
         refresh,
     } = done;
@@ -355,7 +366,7 @@ pub(super) fn finish<S: DetectionScheme>(
     ctx.metrics.detections.inc_by(count as u64);
     ctx.metrics.detect_batch_seconds.observe(seconds);
     if refresh {
-        ctx.metrics.detection.refresh_seconds.inc_by(seconds);
+        ctx.metrics.detection.refresh_seconds.inc_by(share);
     }
     // Counted first: a call this wakes reads metrics that already hold the batch.
     ctx.progress.publish(&key_id, end); // wakes calls waiting for this key

@@ -67,13 +67,14 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         ok
     }
 
-    /// Serve the offline keys `ids` of `plan`, all in memory, together: one batch each, run at
-    /// once on the bulk pool (`step::run_group`), while the loop serves online keys as messages
+    /// Serve the keys `ids` of `plan`, all in memory, together: one batch each, run at once on
+    /// `lane`'s pool (`step::run_group`), while the loop serves other online keys as messages
     /// arrive; then requeue them. False when a batch failed (logged).
     pub(super) async fn serve_group(
         &mut self,
         plan: &Plan,
         ids: &[String],
+        lane: Lane,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> bool {
         self.leases.renew_if_due(&self.state).await;
@@ -83,7 +84,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             .collect();
         let mut ok = true;
         if !keys.is_empty() && !cancel.is_cancelled() {
-            ok = self.group_batch(plan, &keys).await;
+            ok = self.group_batch(plan, &keys, lane).await;
         }
         let now = Instant::now();
         for id in ids {
@@ -92,14 +93,25 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         ok
     }
 
-    /// One batch of each of `keys` (offline, in memory) side by side on the bulk pool.
-    async fn group_batch(&mut self, plan: &Plan, keys: &[ActiveKey]) -> bool {
-        let reach = self.reach(plan.head, false);
+    /// One batch of each of `keys` (in memory, all offline or all online) side by side on
+    /// `lane`'s pool: online keys' open batches up to their refresh mark.
+    async fn group_batch(&mut self, plan: &Plan, keys: &[ActiveKey], lane: Lane) -> bool {
+        let online = lane == Lane::Online;
+        let reach = self.reach(plan.head, online);
         let limit = self.batch_limit();
-        let span = tracing::info_span!("detect_group", keys = keys.len());
+        let span = tracing::info_span!("detect_group", keys = keys.len(), online);
         let prepared = step::prepare_group(&self.state, &mut self.cache, keys, limit, reach)
             .instrument(span.clone())
             .await;
+        let mut prepared = prepared;
+        if let (true, Ok(jobs)) = (online, prepared.as_mut()) {
+            for job in jobs.iter_mut() {
+                let key = keys.iter().find(|k| k.key_id == job.key_id());
+                if let Some(key) = key.filter(|k| plan::asks_open(&self.open_answered, k)) {
+                    self.answer_open(key, job);
+                }
+            }
+        }
         let jobs = match prepared {
             Ok(jobs) if jobs.is_empty() => return true,
             Ok(jobs) => jobs,
@@ -111,8 +123,8 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         let m = &self.state.metrics.detection;
         m.group_turns.inc();
         m.group_keys.inc_by(jobs.len() as u64);
-        let pool = self.pools.of(Lane::Bulk).clone();
-        let run = step::run_group(jobs, self.state.clone(), pool, Lane::Bulk);
+        let pool = self.pools.of(lane).clone();
+        let run = step::run_group(jobs, self.state.clone(), pool, lane);
         let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
         let dones = match self
             .alongside_online(plan, &busy, run.instrument(span))
@@ -185,21 +197,30 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         }
         let limit = self.batch_limit();
         let mut job = step::prepare(&self.state, &mut self.cache, key, limit, reach).await?;
-        // A batch detected up to a refresh mark inside it answers the recipient's mark. (One
-        // that ends at a batch boundary answers nothing: the batch after it is still to come.)
-        let ends = job.as_ref().and_then(step::Job::batch_end);
-        if let Some(end) = ends.filter(|&end| open && !self.state.epochs.is_boundary(end)) {
-            let seen = key.last_seen_ms.unwrap_or(0);
-            tracing::debug!(key_id = %key.key_id, end, seen, "open batch detected as asked");
-            self.open_answered.insert(key.key_id.clone(), seen);
-            let m = &self.state.metrics.detection;
-            m.open_batches.inc();
-            if self.refreshed_to.replace(end) != Some(end) {
-                m.refreshes.inc();
-            }
-            job.as_mut().expect("a job ends").mark_refresh();
+        if let Some(job) = job.as_mut().filter(|_| open) {
+            self.answer_open(key, job);
         }
         Ok(job)
+    }
+
+    /// `job`, of `key` whose online recipient asked for its open batch: when it detects the
+    /// batch up to a refresh mark inside it, it answers the recipient's mark (remembered, so
+    /// the next refresh waits for a newer ask), and it is counted as a refresh. (One that ends
+    /// at a batch boundary answers nothing: the batch after it is still to come.)
+    fn answer_open(&mut self, key: &ActiveKey, job: &mut step::Job<S>) {
+        let epochs = self.state.epochs;
+        let Some(end) = job.batch_end().filter(|&end| !epochs.is_boundary(end)) else {
+            return;
+        };
+        let seen = key.last_seen_ms.unwrap_or(0);
+        tracing::debug!(key_id = %key.key_id, end, seen, "open batch detected as asked");
+        self.open_answered.insert(key.key_id.clone(), seen);
+        let m = &self.state.metrics.detection;
+        m.open_batches.inc();
+        if self.refreshed_to.replace(end) != Some(end) {
+            m.refreshes.inc();
+        }
+        job.mark_refresh();
     }
 
     /// Load `key` (not in memory) for its batch on `lane`: wait for its load ahead when one is
