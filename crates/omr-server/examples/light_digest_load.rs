@@ -196,14 +196,16 @@ async fn post(sender: &Client, to: &[Keys], rate: f64, seconds: f64, posted: &Po
 }
 
 /// omrd's refresh counters: refreshes, passes over keys' open batches, their pool seconds,
-/// digests answered with their bytes and as unchanged.
-async fn counted(api: &RawClient) -> [f64; 5] {
+/// digests answered with their bytes and as unchanged, group turns and the keys they served.
+async fn counted(api: &RawClient) -> [f64; 7] {
     api.metric_values([
         "omr_light_refreshes_total",
         "omr_detect_open_batches_total",
         "omr_light_refresh_seconds_total",
         "omr_digest_requests_total{outcome=\"ok\"}",
         "omr_digest_requests_total{outcome=\"not_modified\"}",
+        "omr_detect_group_turns_total",
+        "omr_detect_group_keys_total",
     ])
     .await
 }
@@ -360,6 +362,8 @@ async fn main() -> anyhow::Result<()> {
             "refresh_pool_s": counts[2],
             "digests_answered": counts[3],
             "digests_unchanged": counts[4],
+            "group_turns": counts[5],
+            "keys_per_group_turn": counts[6] / counts[5].max(1.0),
             "polled_lag_p50_messages": percentile(&mut lag, 0.5),
             "polled_lag_p95_messages": percentile(&mut lag, 0.95),
             "polled_newest_detected_age_p50_s": percentile(&mut age, 0.5),
