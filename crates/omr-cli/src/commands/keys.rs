@@ -231,6 +231,10 @@ pub async fn status(a: KeyArgs, json: bool) -> anyhow::Result<()> {
             if s.lag == 1 { "" } else { "s" }
         );
         println!("  detection      {}", describe_state(&s.state, s.eta_secs));
+        if let Some(at) = s.refresh_at {
+            // omr-light-v1: its open batch is detected again when the board reaches `at`.
+            println!("  next refresh   when the board reaches {at} (asked for by a digest)");
+        }
     }
     Ok(())
 }

@@ -146,6 +146,12 @@ async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
         );
         let status = omr_json(&["status", "--keys", s(&a), "--json"]);
         assert_eq!(status["param_set"], "omr-light-v1");
+        // The next refresh of its open batch (every message on this test server).
+        let next = status["cursor"].as_u64().unwrap() + 1;
+        assert_eq!(status["refresh_at"], next, "{status}");
+        let out = crate::common::omr(&["status", "--keys", s(&a)]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("board reaches {next}")), "{text}");
 
         // --follow: a message posted now, with an attachment, is printed with its payload and
         // its attachment written at once (the follower reads the board's tail, attachments
