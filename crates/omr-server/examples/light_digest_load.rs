@@ -39,7 +39,7 @@ use omr_client::{Client, Keys, Registration, StartAt};
 use omr_light::OMR_LIGHT_V1;
 use omr_proto::v1::detector_client::DetectorClient;
 use omr_proto::v1::{get_digest_response, GetDigestRequest};
-use omr_test_support::measure::{cpu_model, cpu_secs, percentile};
+use omr_test_support::measure::{cpu_model, cpu_secs, percentile, Pace};
 use omr_test_support::{metric_in, with_token, Omrd, RawClient};
 use serde_json::json;
 use tonic::transport::Channel;
@@ -174,12 +174,10 @@ async fn load(
 /// Post at `rate` messages per second for `seconds` to `to` (round robin), in batches every
 /// 100 ms (one message at a time below 10/s). Returns the messages posted.
 async fn post(sender: &Client, to: &[Keys], rate: f64, seconds: f64, posted: &Posted) -> u64 {
-    let tick = Duration::from_secs_f64((1.0 / rate).max(0.1));
-    let per_tick = ((rate * tick.as_secs_f64()).round() as usize).max(1);
-    let start = Instant::now();
-    let (mut n, mut next) = (0u64, start);
-    while start.elapsed().as_secs_f64() < seconds {
-        let batch: Vec<_> = (0..per_tick)
+    let mut pace = Pace::new(rate, seconds);
+    while pace.running() {
+        let n = pace.count();
+        let batch: Vec<_> = (0..pace.per_tick())
             .map(|i| {
                 let k = &to[(n as usize + i) % to.len()];
                 (k.clue_key.clone(), format!("payload {n} {i}").into_bytes())
@@ -188,11 +186,9 @@ async fn post(sender: &Client, to: &[Keys], rate: f64, seconds: f64, posted: &Po
         let range = sender.send_batch(&batch).await.expect("posted");
         let now = Instant::now();
         posted.lock().unwrap().extend(range.map(|i| (i, now)));
-        n += per_tick as u64;
-        next += tick;
-        tokio::time::sleep_until(next.into()).await;
+        pace.tick().await;
     }
-    n
+    pace.count()
 }
 
 /// omrd's refresh counters: refreshes, passes over keys' open batches, their pool seconds,
@@ -269,10 +265,10 @@ async fn main() -> anyhow::Result<()> {
     let quiet_regs: Vec<Registration> =
         recipients[..quiet].iter().map(|(_, r)| r.clone()).collect();
     let refresh_messages = metric_in(&api.metrics().await, "omr_light_refresh_messages");
-    let every = refresh_messages;
+    let every = refresh_messages.ok_or_else(|| anyhow::anyhow!("no omr_light_refresh_messages"))?;
+    let every = every as u64;
     // The warm-up: one refresh mark, every polled key asked until it is detected up to it.
     let (warming, c0) = (Instant::now(), cpu_secs(pid));
-    let every = every.unwrap_or(64.0) as u64;
     let batch: Vec<_> = (0..every)
         .map(|i| (to[i as usize % to.len()].clue_key.clone(), b"warm".to_vec()))
         .collect();

@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use omr_client::{Address, Client, DigestState, Keys, Registration, SealKey, StartAt};
 use omr_light::OMR_LIGHT_V1;
-use omr_test_support::measure::{cpu_model, cpu_secs, percentile, status_bytes};
+use omr_test_support::measure::{cpu_model, cpu_secs, percentile, status_bytes, Pace};
 use omr_test_support::Omrd;
 use serde_json::json;
 
@@ -118,12 +118,9 @@ async fn post(
     (posted, attached): (&Posted, &Posted),
     attaching: Option<&Attaching<'_>>,
 ) -> u64 {
-    let tick = Duration::from_secs_f64((1.0 / rate).max(0.1));
-    let per_tick = ((rate * tick.as_secs_f64()).round() as usize).max(1);
-    let start = Instant::now();
-    let mut n = 0u64;
-    let mut next = start;
-    while start.elapsed().as_secs_f64() < seconds {
+    let mut pace = Pace::new(rate, seconds);
+    while pace.running() {
+        let (n, per_tick) = (pace.count(), pace.per_tick());
         let with = |i: usize| attaching.filter(|_| (n as usize + i).is_multiple_of(10));
         let batch: Vec<_> = (0..per_tick)
             .filter(|&i| with(i).is_none())
@@ -139,25 +136,17 @@ async fn post(
             let index = sent.await.expect("posted").index;
             attached.lock().unwrap().insert(index, Instant::now());
         }
-        if batch.is_empty() {
-            n += per_tick as u64;
-            next += tick;
-            tokio::time::sleep_until(next.into()).await;
-            continue;
+        if !batch.is_empty() {
+            let range = client.send_batch(&batch).await.expect("posted");
+            let now = Instant::now();
+            posted
+                .lock()
+                .unwrap()
+                .extend(range.map(|index| (index, now)));
         }
-        let range = client.send_batch(&batch).await.expect("posted");
-        let now = Instant::now();
-        {
-            let mut p = posted.lock().unwrap();
-            for index in range {
-                p.insert(index, now);
-            }
-        }
-        n += per_tick as u64;
-        next += tick;
-        tokio::time::sleep_until(next.into()).await;
+        pace.tick().await;
     }
-    n
+    pace.count()
 }
 
 /// omrd's counters over a run (from the recipients coming online to the end): messages

@@ -126,8 +126,7 @@ pub struct Config {
     /// messages; its answer says where the next refresh comes (`omr-refresh-at`). 1: every
     /// ask detects up to the head, a pass per new message a polling client sees. The SDK reads
     /// the newest messages from the board's tail and does not wait for refreshes (default 256,
-    /// the SDK's tail: a pass costs ≈ 24 ms of CPU on two cores, so ≈ 0.1 ms per new message
-    /// and polled key; 1 to the batch of 4,096).
+    /// the SDK's tail; 1 to the batch of 4,096; what each costs: docs/load-test.md).
     pub light_refresh_messages: u64 = 256,
     /// How long, in milliseconds, a board read near the head may be answered from the tail
     /// this process keeps in memory (its newest 1,024 messages) instead of the store. Posts

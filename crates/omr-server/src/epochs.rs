@@ -65,7 +65,8 @@ impl Epochs {
     /// are in it).
     pub fn refresh_mark(self, head: u64, every: u64) -> u64 {
         let start = self.start_of(head);
-        start + (head - start) / every.max(1) * every.max(1)
+        let every = every.max(1);
+        start + (head - start) / every * every
     }
 
     /// The first refresh mark past `cursor` (at most its epoch's end): the board index whose

@@ -41,7 +41,7 @@ pub struct DigestCache {
 }
 
 /// A built digest and what it covers.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct BuiltDigest {
     pub bytes: Bytes,
     pub range_start: u64,

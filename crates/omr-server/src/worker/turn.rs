@@ -100,10 +100,9 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         let reach = self.reach(plan.head, online);
         let limit = self.batch_limit();
         let span = tracing::info_span!("detect_group", keys = keys.len(), online);
-        let prepared = step::prepare_group(&self.state, &mut self.cache, keys, limit, reach)
+        let mut prepared = step::prepare_group(&self.state, &mut self.cache, keys, limit, reach)
             .instrument(span.clone())
             .await;
-        let mut prepared = prepared;
         if let (true, Ok(jobs)) = (online, prepared.as_mut()) {
             for job in jobs.iter_mut() {
                 let key = keys.iter().find(|k| k.key_id == job.key_id());
