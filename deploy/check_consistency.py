@@ -2,7 +2,7 @@
 """Consistency checks of the operations files against the code, which no off-the-shelf
 validator covers.
 
-- docs/operations.md documents every configuration key.
+- docs/running.md documents every configuration key, and docs/metrics.md explains every alert.
 - Every omrd configuration the files carry (config/omrd.toml, config/omrd-container.toml, the
   ConfigMap's omrd.toml) uses only keys of `Config` (crates/omr-server/src/config.rs, the
   fields of its `declare_config!`), and every OMR_* variable that docker-compose.yml or a
@@ -42,6 +42,9 @@ ALERTS = ROOT / "config/prometheus/alerts.yml"
 DATASOURCES = ROOT / "config/grafana/provisioning/datasources/prometheus.yml"
 COLLECTOR = ROOT / "deploy/otel-collector.yaml"
 COMPOSE = ROOT / "docker-compose.yml"
+# The configuration table and the alerts runbook.
+CONFIG_DOC = "docs/running.md"
+ALERTS_DOC = "docs/metrics.md"
 
 # Labels Prometheus attaches to every omrd series (target labels from the scrape configs).
 TARGET_LABELS = {"job", "instance", "role"}
@@ -201,10 +204,12 @@ def check_alerts(defined):
                         problem(f"{ALERTS.name} {name}: no {key} annotation")
                 if rule.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
                     problem(f"{ALERTS.name} {name}: severity must be critical, warning or info")
-    runbook = (ROOT / "docs/operations.md").read_text() if (ROOT / "docs/operations.md").exists() else ""
+    runbook = (ROOT / ALERTS_DOC).read_text() if (ROOT / ALERTS_DOC).exists() else ""
+    if not runbook:
+        problem(f"{ALERTS_DOC} is missing: it explains the alerts")
     for name in sorted(n for n in names if n):
-        if f"`{name}`" not in runbook:
-            problem(f"docs/operations.md does not explain alert {name} (expected `{name}`)")
+        if f"### `{name}`" not in runbook:
+            problem(f"{ALERTS_DOC} does not explain alert {name} (expected a section ### `{name}`)")
 
 
 def provisioned_datasource_uid():
@@ -309,13 +314,15 @@ def check_config():
         return
     for f in CONFIG_FILES:
         check_toml(f.relative_to(ROOT), f.read_text(), keys, enums)
-    runbook = ROOT / "docs/operations.md"
-    if runbook.exists():
+    runbook = ROOT / CONFIG_DOC
+    if not runbook.exists():
+        problem(f"{CONFIG_DOC} is missing: it documents the configuration keys")
+    else:
         documented = set(re.findall(r"^\| `([a-z_]+)` \|", runbook.read_text(), re.M))
         for k in sorted(keys - documented):
-            problem(f"docs/operations.md: configuration key {k} is missing from the table")
+            problem(f"{CONFIG_DOC}: configuration key {k} is missing from the table")
         for k in sorted(d for d in documented if d not in keys and not d.startswith("omr_")):
-            problem(f"docs/operations.md: the table documents {k}, which config.rs does not have")
+            problem(f"{CONFIG_DOC}: the table documents {k}, which config.rs does not have")
     try:
         cm = yaml.safe_load(CONFIGMAP.read_text())
         check_toml(f"{CONFIGMAP.relative_to(ROOT)} omrd.toml", cm["data"]["omrd.toml"], keys, enums)

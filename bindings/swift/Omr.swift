@@ -1675,7 +1675,7 @@ public func FfiConverterTypeAttachment_lower(_ value: Attachment) -> RustBuffer 
 /**
  * Where omrd is and how to talk to it. Only the URLs are required; the rest default to the
  * SDK's (connect 5 s, request 60 s, upload 600 s, 3 retries, postage on every core, a light
- * recipient up to 64 messages behind reads them from the board itself).
+ * recipient up to 256 messages behind reads them from the board itself).
  */
 public struct ClientConfig: Equatable, Hashable {
     /**

@@ -64,13 +64,13 @@ clients="${OMR_LOAD_CLIENTS:-65536}"
 if [ "${OMR_LOAD_LIMITS:-on}" = off ]; then
   export OMR_RATE_LIMIT_PER_SECOND=0 OMR_READ_RATE_LIMIT_PER_SECOND=0 OMR_DIGEST_RATE_LIMIT_PER_SECOND=0
 fi
-OMR_TRUSTED_PROXIES='["127.0.0.1"]' OMR_WORKER_THREADS="$worker_threads" start_omrd "$store" "$work"
+OMR_PARAM_SET=omr-v1 OMR_TRUSTED_PROXIES='["127.0.0.1"]' OMR_WORKER_THREADS="$worker_threads" start_omrd "$store" "$work"
 servers=(--http "http://$http" --grpc "http://$grpc")
 echo "omrd at $http (HTTP) / $grpc (gRPC), store $store, $worker_threads detection thread(s)"
 
 t0=$(date +%s)
 echo "generating $nkeys recipients' keys and an outsider's (omr-v1, k̄ = $kbar)…"
-seq 0 "$nkeys" | xargs -P 2 -I{} "$omr" keygen --out "$work/keys/r{}" --kbar "$kbar" --json -q > /dev/null
+seq 0 "$nkeys" | xargs -P 2 -I{} "$omr" keygen --param-set omr-v1 --out "$work/keys/r{}" --kbar "$kbar" --json -q > /dev/null
 echo "registering $nkeys detection keys…"
 for i in $(seq 1 "$nkeys"); do
   "$omr" register --keys "$work/keys/r$i" "${servers[@]}" --start-index 0 --json -q > /dev/null

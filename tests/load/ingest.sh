@@ -31,7 +31,7 @@ export OMR_TRUSTED_PROXIES='["127.0.0.1"]'
 if [ "${OMR_LOAD_LIMITS:-on}" = off ]; then
   export OMR_RATE_LIMIT_PER_SECOND=0 OMR_READ_RATE_LIMIT_PER_SECOND=0 OMR_DIGEST_RATE_LIMIT_PER_SECOND=0
 fi
-start_omrd "$store" "$work"
+OMR_PARAM_SET=omr-v1 start_omrd "$store" "$work"
 echo "omrd at $http; wrk: 2 threads, $conns connections, ${secs}s (client and server share this machine); rate limits ${OMR_LOAD_LIMITS:-on}, ${OMR_LOAD_CLIENTS:-65536} client addresses"
 OMR_BODY_FILE="$work/body.json" wrk -t2 -c"$conns" -d"${secs}s" --latency -s tests/load/post.lua "http://$http/v1/messages"
 curl -s "http://$http/metrics" | grep -E '^omr_(board_head|commit_messages_(sum|count)|commit_seconds_(sum|count)|rate_limited_total|requests_shed_total)'

@@ -7,6 +7,7 @@
 //!   gRPC status ([`GrpcCode`], transport-free) each is answered with.
 //! - [`StartAt`] and [`CHUNK_BYTES`]: what the gRPC registry and the store share with the SDK.
 //! - [`invite`]: the shape of invite codes (`registration = "invite"`).
+//! - [`param_sets`]: the names of the parameter sets a deployment may run, and the default.
 //!
 //! No transport code: the server (axum, tonic) and the SDK (reqwest, tonic) map these types.
 
@@ -14,6 +15,7 @@ mod error_code;
 pub mod headers;
 pub mod http;
 pub mod invite;
+pub mod param_sets;
 
 pub use error_code::{ErrorCode, GrpcCode};
 

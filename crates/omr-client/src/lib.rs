@@ -84,6 +84,7 @@ pub use client::{
 pub use error::{Api, Error, Result};
 pub use keydir::{DigestState, KeyDir, PendingAttachment, Registration};
 pub use omr_api::invite::normalize_invite_code;
+pub use omr_api::param_sets;
 pub use omr_api::StartAt;
 pub use postage::Stamp;
 pub use retrieve::{split_point, Received, Retrieval};

@@ -266,7 +266,7 @@ async fn light_payloads_come_by_the_batch_fetch_in_rounds() {
     let db = TestDb::sqlite().await;
     let d = omr_light::OMR_LIGHT_V1.batch as u64;
     let server = TestServer::start_configured(&db, |c| {
-        c.param_set = omr_light::OMR_LIGHT_V1.name.into();
+        c.param_set = Some(omr_light::OMR_LIGHT_V1.name.into());
         c.epoch_len = d;
         c.poll_interval_ms = 200;
     })

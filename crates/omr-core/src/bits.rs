@@ -2,8 +2,8 @@
 //! (`codec` re-exports it). Whole 64-bit words move at once.
 
 /// Append `values` (each < 2^bits) packed LSB-first. Whole 64-bit words leave the accumulator at
-/// once (a 32.5 MB light key is 4 million values: byte by byte, packing and unpacking were a
-/// quarter of the CPU a registration and a key's first load cost).
+/// once (a 32.5 MB light key is 4 million values: byte by byte, packing and unpacking would be
+/// a large share of the CPU a registration and a key's first load cost).
 pub fn pack_bits(out: &mut Vec<u8>, values: impl IntoIterator<Item = u64>, bits: u32) {
     debug_assert!((1..=64).contains(&bits));
     let mut acc: u128 = 0;

@@ -343,7 +343,7 @@ mod tests {
     #[test]
     fn a_bucket_pointing_past_u64_max_is_junk_not_an_overflow_panic() {
         // A hostile digest at the top of the index space whose one non-empty bucket names the
-        // index start + t² - 1 > u64::MAX (debug builds used to panic on the addition).
+        // index start + t² - 1 > u64::MAX (an unchecked addition panics in a debug build).
         let layout = Layout::new(&OMR_V1, 4);
         let (t, modulus) = (layout.t, layout.t * layout.t);
         let (start, end) = (u64::MAX - 3, u64::MAX);

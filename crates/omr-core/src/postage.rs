@@ -26,7 +26,7 @@ use crate::params::ParamSet;
 /// The domain tag hashed first, so that a stamp is worth nothing outside this scheme.
 pub const POSTAGE_TAG: &[u8] = b"omr-postage-v1";
 
-/// The most leading zero bits a server may ask for: 2^32 hashes take a core about ten minutes.
+/// The most leading zero bits a server may ask for: 2^32 hashes keep a core busy for minutes.
 pub const MAX_POSTAGE_BITS: u32 = 32;
 
 /// The hash state of one message's stamp, before the nonce.

@@ -15,7 +15,7 @@ use crate::runtime;
 
 /// Where omrd is and how to talk to it. Only the URLs are required; the rest default to the
 /// SDK's (connect 5 s, request 60 s, upload 600 s, 3 retries, postage on every core, a light
-/// recipient up to 64 messages behind reads them from the board itself).
+/// recipient up to 256 messages behind reads them from the board itself).
 #[derive(Debug, Clone, uniffi::Record)]
 pub struct ClientConfig {
     /// omrd's HTTP API, e.g. `http://127.0.0.1:8080` or `https://omr.example`.

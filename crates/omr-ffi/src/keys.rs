@@ -36,7 +36,8 @@ pub async fn generate_keys(
         OmrError::invalid(
             "bad_param_set",
             format!(
-                "unknown parameter set {param_set:?} (known: omr-v1, omr-v2, omr-light-v1; insecure-test for tests)"
+                "unknown parameter set {param_set:?} (known: {}; insecure-test for tests)",
+                omr_client::param_sets::param_set_list()
             ),
         )
     })?;

@@ -67,7 +67,7 @@ struct State {
     /// That batch's Δ·b′ (ℓ rows of D), for the switch on the card.
     scaled_b: Option<CudaSlice<u64>>,
     /// The sums of the last launch (grown as needed), and their copy in page-locked host
-    /// memory (a copy to pageable memory ran at 1.5 GB/s on an H200).
+    /// memory (a copy to pageable memory is far slower).
     sums: Option<CudaSlice<u64>>,
     /// The digest's values of the batch's messages (ℓ rows of its length per key, switched to
     /// q0), when the inverse runs on the card; and their copy on the host.

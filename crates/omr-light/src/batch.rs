@@ -88,7 +88,7 @@ impl Batch {
         // Straight into the kernel's layout: 64 rows at a time are gathered from the clues (each
         // clue's 64 values land in 64 rows at the same position, so the rows' lines stay in
         // cache), transformed, and scattered into their blocks. Building the natural layout
-        // first and then reordering it cost a second 32 MiB of page faults. Every word is
+        // first and then reordering it would cost a second 32 MiB of page faults. Every word is
         // written below (rows ℓ−1.. by the scatter, rows ..ℓ−1 by the negation), so a reused
         // buffer needs no clearing.
         plaintexts.resize(rows * d, 0);
@@ -96,8 +96,8 @@ impl Batch {
         // Spread over the rayon pool this runs in, so that one batch fills the worker's pool:
         // the clues split into one range per thread (each thread gathers its clues' columns of
         // the tile), then the rows' NTTs, then the scatter block by block. A pool of one takes
-        // the rows in order instead, transformed and scattered one at a time: the parallel form
-        // cost it 10–25 % (`omr bench`, one thread, on the 2-vCPU EPYC of docs/light/STUDY.md).
+        // the rows in order instead, transformed and scattered one at a time: on one thread the
+        // parallel form costs more than the ordered one (`omr bench` with one thread shows it).
         let threads = rayon::current_num_threads();
         let per_thread = clues.len().div_ceil(threads).max(1);
         for j0 in (0..n).step_by(TILE) {
@@ -307,7 +307,7 @@ fn products(p: &LightParams, plaintexts: &[u64], sets: &[&[u64]]) -> Vec<Vec<u64
             kernel(plain, block, p.n, ell, out);
         }
     };
-    // A pool of one runs the blocks in order: rayon's split of 128 blocks cost it ≈ 10 %.
+    // A pool of one runs the blocks in order: rayon's split of 128 blocks only costs it time.
     if rayon::current_num_threads() > 1 {
         (by_block.par_chunks_mut(per_block).enumerate()).for_each(pass);
     } else {

@@ -65,7 +65,7 @@ impl ExpandedKey {
     /// Decode straight into the kernel's layout (what a worker loads): each residue is checked
     /// below Q and written to its block as it is unpacked, into the one array the key keeps
     /// (a worker catching up loads keys by the hundred; decoding into rows first and laying
-    /// them out after took a second 32 MiB array per key).
+    /// them out after would take a second 32 MiB array per key).
     pub fn from_bytes(bytes: &[u8]) -> Result<ExpandedKey, OmrError> {
         let limit = crate::params::OMR_LIGHT_V1.detection_key_bytes();
         let (mut r, p) = open(bytes, Kind::DetectionKey, limit)?;

@@ -30,7 +30,7 @@ mod tests {
 
     #[test]
     fn fifty_among_two_to_the_sixteen_is_what_the_service_measured() {
-        // 63,585 B up and 163,847 B down through omrd (docs/operations.md, "Sizing"): the
+        // 63,585 B up and 163,847 B down through omrd (docs/benchmarks.md, "The payload fetch"): the
         // encodings' sizes plus nothing.
         let (up, down) = fetch_bytes_up_down(1 << 16);
         assert_eq!((up, down), (63_585, 163_847));

@@ -18,7 +18,7 @@
 //!
 //! Before the rates, a warm-up: the board crosses one refresh mark and every polled key is asked
 //! until it is detected up to it, so that the polled keys are loaded (each key's first load
-//! reads its 32.5 MB upload from the store and lays it out: ≈ 0.1 s of CPU, once) and the rates
+//! reads its 32.5 MB upload from the store and lays it out, a cost paid once) and the rates
 //! measure the steady state; its time and CPU are reported apart.
 //!
 //! With `conditional` = 1 (the default) each client names the digest it holds, as the API

@@ -135,7 +135,7 @@ async fn worker_plans(
         grpc_addr: "127.0.0.1:0".parse()?,
         data_dir: dir.to_path_buf(),
         database_url,
-        param_set: omr_light::OMR_LIGHT_V1.name.to_string(),
+        param_set: Some(omr_light::OMR_LIGHT_V1.name.to_string()),
         poll_interval_ms: 10,
         worker_id: Some(OWNER.to_string()),
         ..Default::default()

@@ -37,7 +37,7 @@ async fn main() -> anyhow::Result<()> {
         grpc_addr: "127.0.0.1:0".parse()?,
         data_dir: dir.path().to_path_buf(),
         poll_interval_ms: 1000,
-        param_set: params.name.into(),
+        param_set: Some(params.name.into()),
         allow_insecure_params: params.insecure,
         ..Config::default()
     }

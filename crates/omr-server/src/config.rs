@@ -65,9 +65,10 @@ pub struct Config {
     pub data_dir: PathBuf = PathBuf::from("./omr-data"),
     /// `postgres://…` selects PostgreSQL; unset uses SQLite under `data_dir`.
     pub database_url: Option<String> = None,
-    /// The parameter set this server runs (`omr-v1` or `omr-v2`). omrd refuses to start on a
-    /// store holding keys or messages of another set.
-    pub param_set: String = "omr-v1".to_string(),
+    /// The parameter set this server runs (`omr_api::param_sets::PARAM_SETS`). Unset: the set
+    /// the store already holds, or `DEFAULT_PARAM_SET` (omr-v2) on a new store. omrd refuses
+    /// to start on a store holding keys or messages of another set.
+    pub param_set: Option<String> = None,
     /// Allow a parameter set marked insecure (tests only).
     pub allow_insecure_params: bool = false,
     pub log_format: LogFormat = LogFormat::Human,
@@ -126,7 +127,7 @@ pub struct Config {
     /// messages; its answer says where the next refresh comes (`omr-refresh-at`). 1: every
     /// ask detects up to the head, a pass per new message a polling client sees. The SDK reads
     /// the newest messages from the board's tail and does not wait for refreshes (default 256,
-    /// the SDK's tail; 1 to the batch of 4,096; what each costs: docs/load-test.md).
+    /// the SDK's tail; 1 to the batch of 4,096; what each costs: docs/benchmarks.md).
     pub light_refresh_messages: u64 = 256,
     /// How long, in milliseconds, a board read near the head may be answered from the tail
     /// this process keeps in memory (its newest 1,024 messages) instead of the store. Posts
@@ -160,7 +161,7 @@ pub struct Config {
     pub detect_device: DetectDevice = DetectDevice::Cpu,
     /// Bytes of GPU memory for resident detection keys (32 MiB each for omr-light-v1). Keys past
     /// it are time-shared: the least recently used are evicted and copied again when next
-    /// served (over PCIe, ≈ 1 ms a key). Unset: the card's free memory when omrd starts, less
+    /// served (a copy over PCIe). Unset: the card's free memory when omrd starts, less
     /// 1 GiB (also the most it is clamped to).
     pub gpu_key_memory_bytes: Option<u64> = None,
     /// Deprecated (use `key_memory_bytes`): when set, also caps how many expanded keys are kept.
@@ -266,10 +267,18 @@ pub enum Role {
 }
 
 impl Config {
+    /// The parameter set's name: `param_set`, or the default until `Application::build` has
+    /// settled it from the store.
+    pub fn param_set_name(&self) -> &str {
+        self.param_set
+            .as_deref()
+            .unwrap_or(omr_api::param_sets::DEFAULT_PARAM_SET)
+    }
+
     /// `max_attachment_bytes`, or its default for the parameter set (see its docs).
     pub fn attachment_limit(&self) -> usize {
         self.max_attachment_bytes.unwrap_or_else(|| {
-            match crate::set::Set::by_name(&self.param_set) {
+            match crate::set::Set::by_name(self.param_set_name()) {
                 Some(crate::set::Set::Light(_)) => 0,
                 _ => crate::epochs::MAX_ATTACHMENT_BYTES,
             }
@@ -298,10 +307,10 @@ impl Config {
     /// maximums, an attachment epoch fits the PIR database's shape, and a batch scheme's epoch
     /// is its batch. Returns the set.
     pub fn validate(&self) -> anyhow::Result<crate::set::Set> {
-        let set = crate::set::Set::by_name(&self.param_set).with_context(|| {
+        let set = crate::set::Set::by_name(self.param_set_name()).with_context(|| {
             format!(
                 "parameter set {:?} (known: {})",
-                self.param_set,
+                self.param_set_name(),
                 crate::set::Set::names()
             )
         })?;

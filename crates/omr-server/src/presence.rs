@@ -22,7 +22,7 @@ use crate::config::Config;
 
 /// Longest interval between two store writes for one key's presence: a tenth of the default
 /// online window, and rare enough that a key whose client polls every second costs the store's
-/// writer little (docs/load-test.md, "omr-light-v1's digest endpoint").
+/// writer little (docs/benchmarks.md, "omr-light-v1's digest endpoint under raw polls").
 const WRITE_EVERY: Duration = Duration::from_secs(30);
 
 /// Shortest interval between two store writes for a key whose recipient asks for detection its

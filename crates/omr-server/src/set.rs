@@ -25,7 +25,7 @@ impl Set {
 
     /// The secure sets' names, for error messages.
     pub fn names() -> String {
-        ["omr-v1", "omr-v2", omr_light::OMR_LIGHT_V1.name].join(", ")
+        omr_api::param_sets::param_set_list()
     }
 
     pub fn name(self) -> &'static str {

@@ -225,7 +225,7 @@ pub fn quick_detection(config: &mut Config) {
 /// never close), a poll every 200 ms, the open epoch's fetch snapshot rebuilt within 100 ms.
 /// For [`TestServer::start_configured`].
 pub fn quick_light(config: &mut Config) {
-    config.param_set = omr_light::OMR_LIGHT_V1.name.to_string();
+    config.param_set = Some(omr_light::OMR_LIGHT_V1.name.to_string());
     config.epoch_len = omr_light::OMR_LIGHT_V1.batch as u64;
     config.poll_interval_ms = 200;
     config.light_fetch_open_rebuild_ms = 100;
@@ -233,16 +233,16 @@ pub fn quick_light(config: &mut Config) {
 
 /// Ephemeral ports, `data_dir`, the insecure test parameter set, no rate limits (every test
 /// request comes from one address; a test of the limits sets them), requests given 300 s instead
-/// of 30 (the suite runs its servers side by side on machines as small as two vCPUs, where a
-/// request that builds an epoch's PIR database passed 30 s; the tests of the timeouts set
-/// theirs); the rest omrd's defaults.
+/// of 30 (the suite runs its servers side by side, and on a small machine a request that builds
+/// an epoch's PIR database can pass 30 s; the tests of the timeouts set theirs); the rest omrd's
+/// defaults.
 fn test_config(data_dir: PathBuf) -> Config {
     Config {
         http_addr: "127.0.0.1:0".parse().expect("literal"),
         grpc_addr: "127.0.0.1:0".parse().expect("literal"),
         data_dir,
         database_url: None,
-        param_set: omr_core::INSECURE_TEST.name.to_string(),
+        param_set: Some(omr_core::INSECURE_TEST.name.to_string()),
         allow_insecure_params: true,
         request_timeout_secs: 300,
         grpc_request_timeout_secs: 300,

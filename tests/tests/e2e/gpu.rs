@@ -134,7 +134,7 @@ async fn without_a_gpu_cuda_is_refused_and_auto_detects_on_the_cpu(db: &TestDb) 
             database_url: db.data_dir().is_none().then(|| db.url().to_string()),
             ..Config::default()
         };
-        c.param_set = set.to_string();
+        c.param_set = Some(set.to_string());
         c.epoch_len = OMR_LIGHT_V1.batch as u64;
         c.detect_device = device;
         c

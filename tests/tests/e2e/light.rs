@@ -51,7 +51,7 @@ pub(crate) async fn light_server_with(
 ) -> TestServer {
     TestServer::start_configured(db, |c| {
         c.max_attachment_bytes = Some(1024);
-        c.param_set = OMR_LIGHT_V1.name.to_string();
+        c.param_set = Some(OMR_LIGHT_V1.name.to_string());
         c.allow_insecure_params = false;
         c.epoch_len = OMR_LIGHT_V1.batch as u64;
         c.poll_interval_ms = 200;
@@ -233,7 +233,7 @@ async fn time_shared_keys_load_ahead_in_place_of_keys_caught_up(db: &TestDb) {
 async fn time_shared_catch_up(db: &TestDb, memory_keys: u64, keys: usize) -> (f64, f64) {
     let light_key = 32u64 << 20; // an omr-light-v1 key in memory, about
     let s = TestServer::start_configured(db, |c| {
-        c.param_set = OMR_LIGHT_V1.name.to_string();
+        c.param_set = Some(OMR_LIGHT_V1.name.to_string());
         c.allow_insecure_params = false;
         c.epoch_len = OMR_LIGHT_V1.batch as u64;
         c.poll_interval_ms = 200;

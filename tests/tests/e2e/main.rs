@@ -7,6 +7,7 @@ mod board;
 mod capacity;
 mod contract;
 mod detection;
+mod docs;
 mod gpu;
 mod layers;
 mod light;

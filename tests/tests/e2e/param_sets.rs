@@ -1,8 +1,8 @@
 //! The production parameter sets through the service, on each store: an omr-v2 server detects
 //! 64 messages for three recipients and their digests decode exactly (first and last index, k̄
 //! pertinent messages; k̄ + 1 is an overflow, never a wrong answer); omr-v1 keys still register
-//! and detect on an omr-v1 server; and a server refuses to start on a store that holds keys or
-//! messages of another set.
+//! and detect on an omr-v1 server; a server refuses to start on a store that holds keys or
+//! messages of another set; with no set named, a store keeps its set and a new one runs omr-v2.
 
 use omr_core::{keygen, Digest, OmrError, ParamSet, OMR_V1, OMR_V2};
 use omr_proto::v1::registration_header::Start;
@@ -14,16 +14,30 @@ test_each_backend!(
     omr_v2_digests_are_exact_through_the_service,
     omr_v1_keys_still_register_and_detect,
     a_server_refuses_a_store_of_another_parameter_set,
+    a_new_store_runs_the_default_set,
 );
 
 /// A server on a production set, detecting quickly.
 async fn production_server(db: &TestDb, p: &'static ParamSet) -> TestServer {
     TestServer::start_configured(db, |c| {
         quick_detection(c);
-        c.param_set = p.name.to_string();
+        c.param_set = Some(p.name.to_string());
         c.allow_insecure_params = false;
     })
     .await
+}
+
+/// A new store with no set named runs the default, omr-v2.
+async fn a_new_store_runs_the_default_set(db: &TestDb) {
+    let s = TestServer::start_configured(db, |c| {
+        c.param_set = None;
+        c.allow_insecure_params = false;
+    })
+    .await;
+    let p = s.client().grpc_params().await;
+    assert_eq!(p.param_set, omr_api::param_sets::DEFAULT_PARAM_SET);
+    assert_eq!(p.param_set, OMR_V2.name);
+    s.stop().await;
 }
 
 async fn omr_v2_digests_are_exact_through_the_service(db: &TestDb) {
@@ -119,7 +133,7 @@ async fn a_server_refuses_a_store_of_another_parameter_set(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let build_v2 = || {
         let mut c = config.clone();
-        c.param_set = OMR_V2.name.to_string();
+        c.param_set = Some(OMR_V2.name.to_string());
         c.allow_insecure_params = false;
         if db.data_dir().is_none() {
             c.data_dir = dir.path().to_path_buf();
@@ -134,9 +148,11 @@ async fn a_server_refuses_a_store_of_another_parameter_set(db: &TestDb) {
         err.contains("detection keys of parameter set insecure-test") && err.contains("omr-v2"),
         "{err}"
     );
-    // The same store still serves its own set, with the key and what is posted for it.
-    let s = TestServer::start(db).await;
+    // The same store still serves its own set, with the key and what is posted for it, also
+    // when no set is named: an unset param_set runs the set the store holds.
+    let s = TestServer::start_configured(db, |c| c.param_set = None).await;
     let api = s.client();
+    assert_eq!(api.grpc_params().await.param_set, "insecure-test");
     api.post(&r.keys.clue_key, b"still here").await;
     let got = api.caught_up_digest(&r, None).await.messages;
     assert_eq!(got, vec![(0, b"still here".to_vec())]);

@@ -377,7 +377,7 @@ async fn params_health_and_reflection_answer() {
 async fn a_production_key_registers(db: &TestDb) {
     let key = production_key();
     let s = TestServer::start_configured(db, |c| {
-        c.param_set = OMR_V1.name.to_string();
+        c.param_set = Some(OMR_V1.name.to_string());
         c.allow_insecure_params = false;
     })
     .await;

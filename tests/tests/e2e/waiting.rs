@@ -27,7 +27,7 @@ test_each_backend!(
     an_api_only_process_answers_a_wait_when_another_process_detects,
 );
 
-/// Long enough for the insecure set's detection on a busy 2-core machine.
+/// Long enough for the insecure set's detection on a small, busy machine.
 const DETECTED: Duration = Duration::from_secs(60);
 
 /// `GET /v1/keys/{key}/status{query}` with `token`: the status and the JSON body.

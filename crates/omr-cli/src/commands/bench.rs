@@ -16,7 +16,7 @@ pub struct BenchArgs {
     /// (`omr-v1,omr-v2,omr-light-v1`), measured one after the other and shown side by side, each
     /// TFHE set against its own tfhe-rs KS+PBS yardstick. omr-light-v1 (linear detection) is
     /// measured over one batch of up to 4,096 messages and --keys keys.
-    #[arg(long, default_value = "omr-v1")]
+    #[arg(long, default_value = omr_api::param_sets::DEFAULT_PARAM_SET)]
     param_set: String,
     /// Detection threads.
     #[arg(long, default_value_t = 1)]

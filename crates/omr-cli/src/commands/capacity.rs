@@ -65,8 +65,8 @@ pub struct CapacityArgs {
     /// many-core node sees with omrd's default.
     #[arg(long, default_value_t = 0)]
     detect_batch: usize,
-    /// Parameter set: omr-v1, omr-v2 or omr-light-v1.
-    #[arg(long, default_value = "omr-v1")]
+    /// Parameter set: omr-v2, omr-v1 or omr-light-v1.
+    #[arg(long, default_value = omr_api::param_sets::DEFAULT_PARAM_SET)]
     param_set: String,
     /// Use the fast insecure-test parameter set (NOT secure; to try the benchmark quickly).
     #[arg(long, conflicts_with = "param_set")]
@@ -121,7 +121,7 @@ pub async fn bench_capacity(a: CapacityArgs, ui: Ui, json_out: bool) -> anyhow::
         http_addr: "127.0.0.1:0".parse()?,
         grpc_addr: "127.0.0.1:0".parse()?,
         data_dir,
-        param_set: set.to_string(),
+        param_set: Some(set.to_string()),
         allow_insecure_params: insecure,
         worker_threads: threads,
         key_memory_bytes: a.memory_keys.max(1) * key_bytes + key_bytes / 2,

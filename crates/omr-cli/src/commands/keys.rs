@@ -23,10 +23,10 @@ pub struct KeygenArgs {
     /// digest names every message of its range].
     #[arg(long)]
     kbar: Option<usize>,
-    /// Parameter set; must be the server's: `omr-v1`, `omr-v2` (a quarter faster to detect,
-    /// 60 MB to upload instead of 107 MB), or `omr-light-v1` (linear detection, thousands of
-    /// times cheaper to serve; a 32.5 MB key; payloads fetched by PIR once their epoch closes).
-    #[arg(long, default_value = "omr-v1")]
+    /// Parameter set; must be the server's: `omr-v2` (TFHE, payloads inside the digest),
+    /// `omr-v1` (TFHE, a longer digest range, a larger key) or `omr-light-v1` (linear
+    /// detection, far cheaper to serve; payloads by PIR).
+    #[arg(long, default_value = omr_api::param_sets::DEFAULT_PARAM_SET)]
     param_set: String,
     /// Allow a parameter set marked insecure (insecure-test): for tests only.
     #[arg(long)]
@@ -111,7 +111,8 @@ pub async fn keygen(a: KeygenArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
 pub fn known_set(name: &str) -> anyhow::Result<(&'static str, bool, usize)> {
     omr_client::scheme::param_set(name).with_context(|| {
         format!(
-            "unknown parameter set {name:?} (known: omr-v1, omr-v2, omr-light-v1; insecure-test for tests)"
+            "unknown parameter set {name:?} (known: {}; insecure-test for tests)",
+            omr_api::param_sets::param_set_list()
         )
     })
 }

@@ -39,7 +39,7 @@ pub struct PostageBenchArgs {
     #[arg(long, default_value_t = 200_000)]
     checks: usize,
     /// Parameter set of the messages (the clue's size sets the check's cost).
-    #[arg(long, default_value = "omr-v1")]
+    #[arg(long, default_value = omr_api::param_sets::DEFAULT_PARAM_SET)]
     param_set: String,
 }
 

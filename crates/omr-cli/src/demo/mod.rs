@@ -36,8 +36,8 @@ pub struct DemoArgs {
     /// Detection threads in the embedded omrd [default: one per core].
     #[arg(long, default_value_t = 0)]
     threads: usize,
-    /// Parameter set: omr-v1, omr-v2 or omr-light-v1 (linear detection; payloads by PIR).
-    #[arg(long, default_value = "omr-v1")]
+    /// Parameter set: omr-v2, omr-v1 or omr-light-v1 (linear detection; payloads by PIR).
+    #[arg(long, default_value = omr_api::param_sets::DEFAULT_PARAM_SET)]
     param_set: String,
     /// Use the fast insecure-test parameter set (NOT secure; to try things quickly).
     #[arg(long, conflicts_with = "param_set")]
@@ -91,7 +91,7 @@ pub async fn run(a: DemoArgs, ui: Ui, json_out: bool) -> anyhow::Result<()> {
         http_addr: "127.0.0.1:0".parse()?,
         grpc_addr: "127.0.0.1:0".parse()?,
         data_dir: data_dir.clone(),
-        param_set: set.to_string(),
+        param_set: Some(set.to_string()),
         allow_insecure_params: insecure,
         worker_threads: a.threads,
         // Every key stays in memory for the whole demo: files of expanded keys would never be

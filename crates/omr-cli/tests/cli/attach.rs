@@ -13,7 +13,7 @@ async fn an_attachment_is_fetched_by_pir_once_its_epoch_closes() {
     let db = TestDb::sqlite().await;
     let server = TestServer::start_configured(&db, |c| {
         quick_detection(c);
-        c.param_set = "omr-v2".to_string();
+        c.param_set = Some("omr-v2".to_string());
         c.epoch_len = 4;
         c.max_attachment_bytes = Some(4096);
     })

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 test_each_backend!(digest_follow_prints_each_new_message_once_as_it_is_detected);
 
-/// Long enough for the insecure set's detection on a busy 2-core machine.
+/// Long enough for the insecure set's detection on a small, busy machine.
 const DETECTED: Duration = Duration::from_secs(60);
 
 /// `omr digest --follow` running, its stdout read line by line on a thread; killed on drop.

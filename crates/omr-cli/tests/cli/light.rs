@@ -30,7 +30,7 @@ fn send(to: &std::path::Path, http: &str, more: &[&str]) -> u64 {
 async fn a_light_recipient_gets_its_messages_and_payloads_by_pir(db: &TestDb) {
     let server = TestServer::start_configured(db, |c| {
         c.max_attachment_bytes = Some(1024);
-        c.param_set = OMR_LIGHT_V1.name.to_string();
+        c.param_set = Some(OMR_LIGHT_V1.name.to_string());
         c.epoch_len = OMR_LIGHT_V1.batch as u64;
         c.poll_interval_ms = 200;
     })

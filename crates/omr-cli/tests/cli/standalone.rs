@@ -4,7 +4,7 @@
 use crate::common::{omr, omr_fails, omr_json};
 use serde_json::Value;
 
-/// `omr demo` with the production parameter set (a small board keeps it ≈ 30 s).
+/// `omr demo` with the default parameter set (a small board keeps it short).
 #[test]
 fn demo_runs_to_success() {
     let out = omr(&[
@@ -23,7 +23,7 @@ fn demo_runs_to_success() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["param_set"], "omr-v1");
+    assert_eq!(report["param_set"], omr_api::param_sets::DEFAULT_PARAM_SET);
     assert_eq!(report["ok"], true);
     for r in report["recipients"].as_array().unwrap() {
         assert_eq!(r["sent"].as_array().unwrap().len(), 2);

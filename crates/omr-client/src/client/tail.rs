@@ -32,7 +32,7 @@ use crate::keydir::DigestState;
 /// The default [`ClientOptions::tail_messages`](super::ClientOptions::tail_messages): 256
 /// messages are ≈ 1 MB of board JSON, about what a digest and a batch-fetch round cost a
 /// recipient that far behind (0.03 MB of digest for a part of an epoch, 0.23 MB a round, and
-/// the server ≈ 2 s of CPU).
+/// the server a round's CPU, far more than a board read's).
 pub const DEFAULT_TAIL_MESSAGES: u64 = 256;
 
 /// Most messages one board page holds (the server's limit).

@@ -9,7 +9,7 @@
 //! writes the product once per row), and tfhe-rs's inverse transform added to each accumulator.
 //! Both passes of our own (this multiply-add and [`super::decompose`]) are `pulp::WithSimd`
 //! types: a closure handed to pulp's dispatch is not inlined into the target-feature function,
-//! so its loop ran as baseline x86-64 code.
+//! so its loop would run as baseline x86-64 code.
 //!
 //! Why not tfhe-rs's `add_external_product_assign`: it rotates and decomposes in two passes, and
 //! its decomposition is compiled for baseline x86-64 (two 64-bit lanes). On omr-v2's level 1
@@ -144,8 +144,8 @@ const MAX_ROWS: usize = 10;
 /// The pad after each Fourier polynomial of the scratch, in complex numbers (128 bytes). A
 /// Fourier polynomial of N = 2048 is 16 KiB, a multiple of an L1 way (4 KiB on x86), so without
 /// it every polynomial a multiply-add pass reads (a group of 4 at 3 levels: 24, besides the key's
-/// rows) starts in the same cache set and they evict each other: on an AMD Zen 4 (8-way L1)
-/// omr-v2's level 2 took 21–22 ms unpadded against 16 ms padded.
+/// rows) starts in the same cache set, more than its ways hold, and they evict each other:
+/// unpadded, omr-v2's level 2 is markedly slower (docs/PARAMETERS.md).
 const PAD: usize = 8;
 
 /// For every input x of a group and output polynomial c: product[x][c] = Σ_r rows[r][c] ·

@@ -73,8 +73,8 @@ pub(crate) fn box_lut(n: usize, h: usize, v: u64) -> Vec<u64> {
 
 /// Messages whose blind rotations run together: each key bit's GGSW is loaded once for all of
 /// them, but their accumulators (ℓ + 1 GLWEs of 32 KiB each per message) must stay in cache.
-/// Measured with `benches/stages.rs` (2-vCPU AMD EPYC): a batch of 16 took 8% (omr-v1) and 14%
-/// (omr-v2) longer per message than a batch of 4, so a larger batch is detected 4 at a time.
+/// `benches/stages.rs` finds a batch of 16 slower per message than a batch of 4, on omr-v1 and
+/// more so on omr-v2 (docs/PARAMETERS.md), so a larger batch is detected 4 at a time.
 pub const MESSAGES_PER_ROTATION: usize = 4;
 
 /// Level-1 output scale 2^64 / D.

@@ -60,11 +60,10 @@ pub(crate) fn batch_rotate(
     let fft = fft.as_view();
     let mut scratch = CmuxScratch::new(glwe.0, n.0, gadget.levels, fft);
     // Grouping saves key loads at the price of a larger working set (each input's transforms
-    // and products at once). With one key row per output polynomial (one level) the loads
-    // saved are few and the group was slower (omr-v2's level 1: +2 to 3%); with 3 levels it
-    // pays (omr-v2's level 2: −9% on an Intel Xeon with AVX-512, one thread; on an AMD Zen 4 it
-    // was 25% slower until the scratch's polynomials were padded apart, see `cmux::PAD`, and
-    // 4% faster since).
+    // and products at once). With one key row per output polynomial (one level, as omr-v2's
+    // level 1) the loads saved are few and the group is slightly slower; with 3 levels (omr-v2's
+    // level 2) it pays, as long as the scratch's polynomials are padded apart (`cmux::PAD`:
+    // unpadded, they evict each other and the group is slower than one input at a time).
     let size = if gadget.levels > 1 { GROUP } else { 1 };
     for (i, ggsw) in bsk.as_view().into_ggsw_iter().enumerate() {
         // The inputs whose mask coefficient i is not zero, in groups of `size`.

@@ -53,9 +53,7 @@ struct Args {
     /// postgres://… to use PostgreSQL instead of the embedded SQLite store.
     #[arg(long, value_name = "URL", global = true)]
     database_url: Option<String>,
-    /// Parameter set to run: omr-v1 (default) or omr-v2. One store holds one set: omrd refuses
-    /// to start on keys or messages of another (docs/operations.md, "Moving to omr-v2").
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help = param_set_help())]
     param_set: Option<String>,
     /// Allow a parameter set marked insecure (tests only).
     #[arg(long)]
@@ -107,6 +105,16 @@ struct CreateInvite {
     expires: Option<Duration>,
 }
 
+/// `--param-set`'s help, from the one list of sets.
+fn param_set_help() -> String {
+    format!(
+        "Parameter set to run: {}. Unset: the set the store already holds, or the default on a \
+         new store. One store holds one set: omrd refuses to start on keys or messages of \
+         another (docs/running.md, \"Moving to another parameter set\")",
+        omr_api::param_sets::param_set_list()
+    )
+}
+
 fn config(args: &Args) -> Result<Config, Box<figment::Error>> {
     let mut c = Config::load(args.config.as_deref())?;
     if let Some(v) = args.http_addr {
@@ -122,7 +130,7 @@ fn config(args: &Args) -> Result<Config, Box<figment::Error>> {
         c.database_url = Some(v.clone());
     }
     if let Some(v) = &args.param_set {
-        c.param_set = v.clone();
+        c.param_set = Some(v.clone());
     }
     if args.allow_insecure_params {
         c.allow_insecure_params = true;

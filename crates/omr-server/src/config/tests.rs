@@ -105,13 +105,28 @@ fn the_admin_token_comes_from_the_environment_or_a_file_and_is_never_shown() {
 #[test]
 fn the_default_configuration_is_valid() {
     let set = Config::default().validate().unwrap();
-    assert_eq!(set.name(), Config::default().param_set);
+    assert_eq!(set.name(), omr_api::param_sets::DEFAULT_PARAM_SET);
+    assert_eq!(
+        Config::default().param_set,
+        None,
+        "unset: the store's set or the default"
+    );
+}
+
+/// The one list of parameter sets that help texts and errors quote names the sets omrd runs,
+/// each secure.
+#[test]
+fn every_listed_parameter_set_is_a_secure_set_omrd_runs() {
+    for name in omr_api::param_sets::PARAM_SETS {
+        let set = crate::set::Set::by_name(name).unwrap_or_else(|| panic!("{name} is not a set"));
+        assert!(!set.insecure(), "{name} is listed but insecure");
+    }
 }
 
 #[test]
 fn an_insecure_parameter_set_is_refused_unless_allowed() {
     let mut c = Config {
-        param_set: omr_core::INSECURE_TEST.name.to_string(),
+        param_set: Some(omr_core::INSECURE_TEST.name.to_string()),
         ..Config::default()
     };
     let err = c.validate().unwrap_err().to_string();
@@ -124,7 +139,7 @@ fn an_insecure_parameter_set_is_refused_unless_allowed() {
 #[test]
 fn an_unknown_parameter_set_is_refused() {
     let c = Config {
-        param_set: "omr-v0".to_string(),
+        param_set: Some("omr-v0".to_string()),
         ..Config::default()
     };
     let err = format!("{:#}", c.validate().unwrap_err());
@@ -161,7 +176,7 @@ fn postage_and_attachments_over_their_maximums_are_refused() {
 #[test]
 fn omr_light_v1_runs_one_batch_per_epoch() {
     let mut c = Config {
-        param_set: "omr-light-v1".into(),
+        param_set: Some("omr-light-v1".into()),
         epoch_len: 1024,
         ..Config::default()
     };
@@ -169,9 +184,12 @@ fn omr_light_v1_runs_one_batch_per_epoch() {
     assert!(err.contains("set epoch_len = 4096"), "{err}");
     c.epoch_len = 4096;
     assert_eq!(c.validate().unwrap().name(), "omr-light-v1");
-    c.param_set = "omr-light-v9".into();
+    c.param_set = Some("omr-light-v9".into());
     let err = format!("{:#}", c.validate().unwrap_err());
-    assert!(err.contains("known: omr-v1, omr-v2, omr-light-v1"), "{err}");
+    assert!(
+        err.contains("known: omr-v2 (the default), omr-v1, omr-light-v1"),
+        "{err}"
+    );
 }
 
 /// Attachments by default on the TFHE lane, not on the light one (whose PIR records are whole
@@ -180,10 +198,10 @@ fn omr_light_v1_runs_one_batch_per_epoch() {
 fn attachments_default_by_lane() {
     let mut c = Config::default();
     assert_eq!(c.attachment_limit(), 64 * 1024);
-    c.param_set = "omr-light-v1".into();
+    c.param_set = Some("omr-light-v1".into());
     assert_eq!(c.attachment_limit(), 0);
     c.max_attachment_bytes = Some(1024);
     assert_eq!(c.attachment_limit(), 1024);
-    c.param_set = "omr-v2".into();
+    c.param_set = Some("omr-v2".into());
     assert_eq!(c.attachment_limit(), 1024);
 }

@@ -212,10 +212,10 @@ impl DetectionScheme for Light {
         ExpandedKey::read_local(self.params, r)
     }
 
-    /// A light key decodes from the store in about the time its file takes to write
-    /// (`key_load_bench omr-light-v1` on a 2-vCPU EPYC: 35–37 ms, against a 21–26 ms write and
-    /// a 15 ms reload from the page cache): its file is written when it is evicted, not at every
-    /// first load. A node whose keys fit in memory then writes none (32 MiB of disk a key).
+    /// A light key decodes from the store in about the time its file takes to write, so a file
+    /// written at its first load saves little (`key_load_bench omr-light-v1`; docs/SERVICE.md):
+    /// its file is written when it is evicted, not at every first load. A node whose keys fit in
+    /// memory then writes none (32 MiB of disk a key).
     fn key_file_at_load(&self) -> bool {
         false
     }

@@ -1,8 +1,8 @@
 //! The board's tail in memory: the newest messages, encoded as a board read serves them, so that
 //! readers near the head (every online light recipient polls there once a second) are answered
-//! without a statement of the store. Measured on omr-light-v1 with 200 readers a second, a read
-//! from the store cost omrd 0.4 ms of CPU, most of it the hand-over to the store's connection
-//! thread and back, against 0.13–0.17 ms for a request that reads nothing (docs/operations.md).
+//! without a statement of the store. A read from the store costs omrd more than twice the CPU of
+//! a request that reads nothing, most of it the hand-over to the store's connection thread and
+//! back (docs/benchmarks.md, "Polling from the board's tail").
 //!
 //! Consistency: the tail is one run of consecutive messages ending at a head read in the same
 //! statement, so a page cut from it skips nothing, and its `head` is a head the board had. It is

@@ -1,11 +1,11 @@
 //! Keys loaded ahead of their turn: while the pool detects keys already in memory, the next
 //! cold keys in the queue (offline, behind, not in memory) are read from the store or their
 //! files and laid out beside it, as many as memory holds without evicting a key (and, keys
-//! time-shared, in place of keys with nothing to detect) and at most two per detection thread (a load is partly the store's read: with one per thread a light
-//! catch-up on two threads kept 79 % of the cores busy, with two 87–88 %). A load is reading
-//! the store and writing fresh memory; run between turns, as before, it left the pool idle: on
-//! 16 cores a catch-up of 200 light keys spent two thirds of its wall time loading
-//! (docs/operations.md, "Sizing").
+//! time-shared, in place of keys with nothing to detect) and at most two per detection thread
+//! (a load is partly the store's read: with one per thread a light catch-up leaves the cores
+//! idle more of the time than with two). A load is reading the store and writing fresh memory;
+//! run between turns it would leave the pool idle: on many cores a catch-up of light keys would
+//! spend most of its wall time loading (docs/benchmarks.md, "Loads ahead").
 //!
 //! A key loaded ahead keeps its room reserved in the cache until its load ends; the loop keeps
 //! it when it finished ([`Worker::keep_loaded_ahead`], before each plan), and a turn that picks

@@ -1,6 +1,6 @@
 //! Expanded detection keys on local disk, so that loading a key is a file read instead of a
-//! store fetch and an expansion (omr-v1 on 2 vCPUs: 0.3–0.5 s instead of 2–4 s; docs/SERVICE.md,
-//! "Loading a detection key"). [`KeyFiles::load`] reads `<data_dir>/expanded-keys/<key id>.key`
+//! store fetch and an expansion (for omr-v1 several times faster; docs/SERVICE.md, "Loading a
+//! detection key"). [`KeyFiles::load`] reads `<data_dir>/expanded-keys/<key id>.key`
 //! when it is there and sound (`DetectionKey::read_expanded` checks version, parameter set,
 //! transforms and checksum); otherwise it fetches the compressed key from the store, expands it
 //! on the detection pool and, after returning it, writes the file on a blocking thread.
@@ -320,7 +320,7 @@ pub fn pin_fft_plans(config: &Config) {
     if config.key_disk_bytes == Some(0) || config.role == Role::Api {
         return;
     }
-    let Ok(params) = ParamSet::by_name(&config.param_set) else {
+    let Ok(params) = ParamSet::by_name(config.param_set_name()) else {
         return;
     };
     let dir = config.data_dir.join(KEY_FILES_DIR);

@@ -82,7 +82,7 @@ impl Leases {
         self.renewed_at.is_none_or(|t| t.elapsed() > self.lease / 3)
     }
 
-    /// A round can be long (a key load takes ≈ 1.8 s, a batch up to a few seconds): renew
+    /// A round can be long (a key load and a batch can each take seconds): renew
     /// before a third of the lease is gone.
     pub(super) async fn renew_if_due(&mut self, state: &WorkerContext) {
         if self.due() {

@@ -52,9 +52,9 @@ pub use pool::Lane;
 pub use retention::retention;
 
 /// Keys of a batch scheme served in one pass over a batch's shared work: each block of the
-/// shared plaintexts is then read from memory once for all of them. docs/light/STUDY.md §5
-/// measured groups of 8 within noise of one key on 2 cores; on 16 cores (§8) the pass is
-/// memory-bound, and the plaintexts are half of a lone key's traffic.
+/// shared plaintexts is then read from memory once for all of them. Where the cores bound the
+/// pass, a group of 8 costs each key no more than a pass of its own (docs/light/STUDY.md §5);
+/// where memory bounds it (many cores, §8), the plaintexts are half of a lone key's traffic.
 const GROUP_KEYS: usize = 8;
 
 /// What the worker loop holds from one turn to the next.
@@ -261,7 +261,7 @@ impl<S: DetectionScheme> Worker<S> {
     }
 
     /// The policy's tunables from what was measured so far (before any measurement: a load
-    /// costs 2 s and a message 0.1 s, the slow end of omr-v1 on 2 cores).
+    /// costs 2 s and a message 0.1 s, pessimistic for omr-v1 on a small node).
     fn policy(&self) -> Policy {
         let max_wait = Duration::from_secs(self.state.config.key_max_wait_secs);
         let load = self.cache.load_secs().unwrap_or(2.0);

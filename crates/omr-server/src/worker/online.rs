@@ -4,11 +4,11 @@
 //! own, so neither waits for the other: the loop notices the bulk job's end at once and starts
 //! the next bulk batch while the online one runs on, and the other way round.
 //!
-//! Before, the loop served the online keys inside its wait for the bulk job, until they had
-//! caught up: a bulk job that ended meanwhile waited for that, its pool idle. With one message a
-//! thread in each bulk batch (omrd's `detect_batch` of 16 on a 16-core node) and an online
-//! recipient's message every 150 ms, the bulk pool's batches ended in step with the online
-//! ones, a third of its time idle (`omr bench-capacity`, one thread a pool, on 2 vCPUs).
+//! Why not serve the online keys inside the loop's wait for the bulk job, until they have
+//! caught up: a bulk job that ends meanwhile would wait for that, its pool idle. With one message
+//! a thread in each bulk batch (omrd's `detect_batch` of 16 on a 16-core node) and an online
+//! recipient's message every 150 ms, the bulk pool's batches would end in step with the online
+//! ones, the pool idle for much of its time (`omr bench-capacity` shows it).
 //!
 //! The keys looked at are those online when the board last moved, each until it has caught up,
 //! in a queue ([`Online`]): so a board move costs each online key one look more than its

@@ -1,6 +1,6 @@
 //! Valid encodings to mutate, made once per test binary: a key set of the insecure test set with
 //! clues, messages, an accumulator that folded real detections, its digest and the expanded
-//! key's file; and one omr-v1 and one omr-v2 key set (≈ 3 s each) for the production sizes,
+//! key's file; and one omr-v1 and one omr-v2 key set (seconds each) for the production sizes,
 //! their detection keys (107 MB, 60 MB) included.
 
 use std::sync::OnceLock;
@@ -118,7 +118,7 @@ pub fn insecure() -> &'static Fixture {
     })
 }
 
-/// One omr-v1 key set's fixture (its detection key is not expanded: 362 MB and 2 s).
+/// One omr-v1 key set's fixture (its detection key is not expanded: that takes 362 MB and seconds).
 pub fn omr_v1() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| encodings(&OMR_V1, keygen(&OMR_V1, KBAR).expect("keygen"), None))

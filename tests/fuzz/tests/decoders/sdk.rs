@@ -213,8 +213,8 @@ pub fn board_page_body() -> Decoder {
 
 #[test]
 fn a_gigabyte_key_file_is_refused_without_reading_it() {
-    // Sparse files: a gigabyte on paper, nothing on disk. The SDK used to read a key file
-    // whole before its decoder's size limit refused it.
+    // Sparse files: a gigabyte on paper, nothing on disk. The SDK must refuse a key file by its
+    // size, not read it whole for its decoder's size limit to refuse.
     let (_tmp, dir) = key_dir();
     let reads: [(&str, usize, ReadKey); 3] = [
         (CLUE_KEY_FILE, CLUE_KEY_LIMIT, |d| {

@@ -3119,7 +3119,7 @@ public object FfiConverterTypeAttachment: FfiConverterRustBuffer<Attachment> {
 /**
  * Where omrd is and how to talk to it. Only the URLs are required; the rest default to the
  * SDK's (connect 5 s, request 60 s, upload 600 s, 3 retries, postage on every core, a light
- * recipient up to 64 messages behind reads them from the board itself).
+ * recipient up to 256 messages behind reads them from the board itself).
  */
 data class ClientConfig (
     /**
