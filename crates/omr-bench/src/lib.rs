@@ -1,6 +1,8 @@
 //! The benchmark behind `omr bench`: per-stage detection timings, sizes, digest and decode time
 //! on this machine, and one tfhe-rs KS+PBS as a machine-speed yardstick, as one JSON object (the
-//! shape DESIGN.md specifies).
+//! shape DESIGN.md specifies). Beside it: [`capacity`], the run behind `omr bench-capacity` (an
+//! embedded omrd serving many keys through a small memory budget), and [`host`], what every
+//! benchmark report reads of the machine and the process.
 //!
 //! Apart from omr-core so that the scheme crate holds no benchmark runs, thread pools or JSON;
 //! it uses only omr-core's public API (`DetectionKey::detect_timed` for the stage times).
@@ -11,7 +13,9 @@ use rayon::prelude::*;
 
 use omr_core::{keygen, Clue, FoldScratch, OmrError, ParamSet, Pertinency, StageTimes};
 
+pub mod capacity;
 mod cuda;
+pub mod host;
 pub mod light;
 mod yardstick;
 

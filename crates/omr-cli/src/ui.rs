@@ -150,16 +150,3 @@ pub fn secs_ms(d: Duration) -> String {
         s => format!("{:.1} ms", s * 1e3),
     }
 }
-
-/// The CPU's model name (from /proc/cpuinfo), for benchmark reports.
-pub fn cpu_name() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|n| n.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}

@@ -6,8 +6,11 @@
 //! coefficients: n·ℓ plaintext-by-ciphertext products per message, no bootstrapping. The
 //! recipient decrypts the digest and keeps the messages whose ℓ values are all small.
 //!
-//! Layers: `params` → `ring`, `sample`, `codec` → `keys` → `clue` → `digest` → `batch`,
-//! `decode`; `security` argues the parameters.
+//! Layers, each using only those before it: `params` → `ring`, `sample`, `codec` → `rlwe` →
+//! `switch` → `expand` → `cmux` → `fetch` (the batch payload fetch: `layout`, `wire`, `client`,
+//! `server`) → `layout` (a detection key in the kernel's layout) → `keys` → `clue` → `digest` →
+//! `batch`, `decode`. Beside them, `pir` sizes the fetch's bytes for `omr bench`, and
+//! `security` argues the parameters.
 
 pub mod batch;
 pub mod clue;

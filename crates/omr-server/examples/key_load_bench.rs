@@ -26,19 +26,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// The CPU's model name from /proc/cpuinfo.
-fn cpu() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// Loads through `KeyFiles` as the worker makes them: cold (from the store; the file written
 /// after it, or when the key leaves memory), then warm from the file in the page cache and
 /// from the device.
@@ -221,7 +208,7 @@ async fn main() -> anyhow::Result<()> {
 
     let report = serde_json::json!({
         "param_set": name,
-        "cpu": cpu(),
+        "cpu": omr_test_support::measure::cpu_model(),
         "threads": threads,
         "runs": runs,
         "stored_key_bytes": stored_bytes,

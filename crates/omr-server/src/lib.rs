@@ -1,19 +1,24 @@
-//! omrd as a library, in layers (each uses only the layers below it):
+//! omrd as a library, in layers: a module uses only its own layer and the ones below it, and
+//! the modules that stand beside each other (`http` and `grpc`; `service` and `worker`) do not
+//! use each other (`tests/tests/e2e/layers.rs` checks it):
 //!
-//! 1. `app` — composes and serves everything ([`Application`]); the one module that sees both
+//! 7. `bin` — `bin/omrd.rs`, a thin `main`.
+//! 6. `app` — composes and serves everything ([`Application`]); the one module that sees both
 //!    transports.
-//! 2. `http` (axum) and `grpc` (tonic) — the transports: every handler, each a thin adapter to
-//!    the service core; neither imports the other, and no other module imports axum or tonic.
-//!    `state` — what both transports share ([`state::ApiState`]).
-//! 3. `service` — the transport-free core: board, registry, digests, key status, parameters,
-//!    invites, PIR; and beside it `worker` — detection, retention, with its own context.
-//! 4. `scheme` — the seam a detection scheme plugs into (TFHE: omr-v1, omr-v2); `epochs` — how
-//!    the board is cut into epochs; `error` — [`error::ServiceError`].
-//! 5. Shared infrastructure: `config` (with `admin_token`, `memory`), `admission` (client
-//!    addresses and rate limits), `connections` (the connection bound), `tls`, `presence`,
-//!    `progress`, `board_signal`, `health`, `metrics`, `telemetry`.
-//!
-//! `bin/omrd.rs` is a thin `main`.
+//! 5. `http` (axum) and `grpc` (tonic) — the transports: every handler, each a thin adapter to
+//!    the service core; no other module but `app` imports axum or tonic.
+//! 4. `state` — what both transports share ([`state::ApiState`]).
+//! 3. `service` — the transport-free core: board, ingest, registry, digests, key status,
+//!    parameters, invites, the tail, the payload fetch, PIR; and beside it `worker` —
+//!    detection, leases, scheduling, retention, with its own context.
+//! 2. `scheme` — the seam a detection scheme plugs into (TFHE: omr-v1, omr-v2; linear:
+//!    omr-light-v1; the GPU pass).
+//! 1. Shared infrastructure, usable from every layer: `set` (the parameter set a server runs),
+//!    `epochs` (how the board is cut into epochs), `error` ([`error::ServiceError`]), `roster`
+//!    (key changes a worker cannot see in its own work), `tokens` (access tokens),
+//!    `config` (with `admin_token`, `memory`), `admission` (client addresses and rate limits),
+//!    `connections` (the connection bound), `tls`, `presence`, `progress`, `board_signal`,
+//!    `health`, `metrics`, `telemetry`.
 
 pub mod admin_token;
 pub mod admission;

@@ -25,25 +25,7 @@ pub fn status_bytes(pid: u32, field: &str) -> u64 {
         * 1024
 }
 
-/// The CPU's model name (/proc/cpuinfo), or "" where it cannot be read.
-pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            let l = s.lines().find(|l| l.starts_with("model name"))?;
-            Some(l.split(':').nth(1)?.trim().to_string())
-        })
-        .unwrap_or_default()
-}
-
-/// The `p`-quantile (0 ..= 1) of `v`, nearest rank; sorts `v`. NaN for no values.
-pub fn percentile(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
+pub use omr_bench::host::{cpu_model, percentile};
 
 /// Posting at a rate for a time: a tick every 100 ms (every message below 10 a second), each of
 /// [`Pace::per_tick`] messages. `while pace.running() { post pace.per_tick(); pace.tick().await }`.

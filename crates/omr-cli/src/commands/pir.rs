@@ -15,9 +15,9 @@ use omr_pir::{Answer, Database, Hint, Query, Shape, PIR_V1};
 use rand::Rng;
 use serde_json::{json, Value};
 
-use crate::commands::postage::process_cpu_secs;
 use crate::print_json;
 use crate::ui::{self, Ui};
+use omr_bench::host::process_cpu_secs;
 
 #[derive(Debug, Args)]
 pub struct PirBenchArgs {
@@ -112,7 +112,7 @@ fn run(shape: Shape, fetches: usize, step: &(dyn Fn(&str) + Sync)) -> anyhow::Re
     let (query_len, answer_len) = (shape.query_bytes(), shape.answer_bytes(params));
     Ok(json!({
         "params": params.name,
-        "cpu": ui::cpu_name(),
+        "cpu": omr_bench::host::cpu_model(),
         "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
         "vector_extension": omr_pir::vector_extension(),
         "records": shape.records,

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
+use omr_bench::host::process_cpu_secs;
 use omr_client::postage::{solve, Stamp};
 use omr_core::{keygen, Message, ParamSet, Postage};
 use rand::Rng;
@@ -117,7 +118,7 @@ fn run(
     );
     Ok(json!({
         "param_set": params.name,
-        "cpu": ui::cpu_name(),
+        "cpu": omr_bench::host::cpu_model(),
         "cores": cores,
         "message_bytes": posted[0].0.len() + posted[0].1.len(),
         "runs": messages.len(),
@@ -126,18 +127,6 @@ fn run(
         "check_cpu_us": check_cpu_us,
         "checks": checks,
     }))
-}
-
-/// The CPU time this process has used (user + system, every thread), in seconds; `None`
-/// where /proc is not there. Linux counts it in ticks of 1/100 s (USER_HZ).
-pub(crate) fn process_cpu_secs() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The fields after the command name (which may hold spaces) in parentheses: utime and
-    // stime are the 12th and 13th.
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
-    let utime: f64 = fields.next()?.parse().ok()?;
-    let stime: f64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) / 100.0)
 }
 
 /// Mean, median, min and max solve time and the hash rate of one (bits, threads) series;

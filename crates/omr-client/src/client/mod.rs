@@ -1,9 +1,18 @@
 //! [`Client`]: omrd's HTTP board and digests, and its gRPC key registry, with timeouts, typed
 //! errors and retries with exponential backoff for calls that are safe to repeat.
 //!
-//! The calls are grouped by API: `board` (params, posting, postage), `registry` (keys over gRPC),
-//! `digest` (downloading digests), `light` (omr-light-v1's payloads by PIR), `watch` (waiting for a key's next detected messages);
-//! `transport` maps HTTP and gRPC failures to [`Error`].
+//! The calls are grouped by API:
+//!
+//! - `board`: the server's parameters, posting messages, postage;
+//! - `prepare`: messages sealed, clued and stamped now, posted later;
+//! - `attach`: attachments sent beside a letter, and fetched by PIR once their epoch closes;
+//! - `registry`: the key registry over gRPC (register, status, delete);
+//! - `digest`: downloading a key's digest and checking its headers;
+//! - `tail`: omr-light-v1, an online recipient reading the board's newest messages itself;
+//! - `fetch`: omr-light-v1 payloads by the batch fetch (a server that takes no attachments);
+//! - `light`: omr-light-v1 payloads and attachments by per-epoch PIR (a server that takes them);
+//! - `watch`: waiting for a key's next detected messages (HTTP long-poll, gRPC stream);
+//! - `transport`: the shared gRPC channel, authorization, HTTP and gRPC failures as [`Error`].
 
 mod attach;
 mod board;

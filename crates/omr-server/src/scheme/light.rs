@@ -213,7 +213,7 @@ impl DetectionScheme for Light {
     }
 
     /// A light key decodes from the store in about the time its file takes to write, so a file
-    /// written at its first load saves little (`key_load_bench omr-light-v1`; docs/SERVICE.md):
+    /// written at its first load saves little (`key_load_bench omr-light-v1`; docs/benchmarks.md):
     /// its file is written when it is evicted, not at every first load. A node whose keys fit in
     /// memory then writes none (32 MiB of disk a key).
     fn key_file_at_load(&self) -> bool {

@@ -1,5 +1,5 @@
 //! Expanded detection keys on local disk, so that loading a key is a file read instead of a
-//! store fetch and an expansion (for omr-v1 several times faster; docs/SERVICE.md, "Loading a
+//! store fetch and an expansion (for omr-v1 several times faster; docs/benchmarks.md, "Loading a
 //! detection key"). [`KeyFiles::load`] reads `<data_dir>/expanded-keys/<key id>.key`
 //! when it is there and sound (`DetectionKey::read_expanded` checks version, parameter set,
 //! transforms and checksum); otherwise it fetches the compressed key from the store, expands it
