@@ -84,7 +84,7 @@ impl Application {
         // Before anything transforms a polynomial: expanded-key files stay valid across runs.
         crate::worker::key_files::pin_fft_plans(&config);
         // `detect_device = "cuda"` without a usable GPU refuses to start.
-        let gpu = crate::scheme::GpuLane::resolve(&config, set, &metrics.device)?;
+        let gpu = crate::scheme::GpuDetector::resolve(&config, set, &metrics.device)?;
         tracing::info!(backend = ?store.backend(), param_set = set.name(), "store ready, migrations applied");
         let http = TcpListener::bind(config.http_addr)
             .await

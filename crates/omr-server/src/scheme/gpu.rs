@@ -15,7 +15,7 @@ use crate::set::Set;
 
 /// The GPU a light worker detects on.
 #[derive(Debug)]
-pub struct GpuLane {
+pub struct GpuDetector {
     pass: CudaPass,
     /// Set by the first failure: from then on every pass runs on the CPU.
     failed: AtomicBool,
@@ -24,7 +24,7 @@ pub struct GpuLane {
     metrics: DeviceMetrics,
 }
 
-impl GpuLane {
+impl GpuDetector {
     /// The lane `config` asks for, opened now: `None` to detect on the CPU. `cuda` that finds
     /// no usable GPU, or asked of a TFHE set, is an error (omrd refuses to start); `auto` then
     /// says why it detects on the CPU. An API-only process detects nothing and opens no GPU.
@@ -32,7 +32,7 @@ impl GpuLane {
         config: &Config,
         set: Set,
         metrics: &DeviceMetrics,
-    ) -> anyhow::Result<Option<Arc<GpuLane>>> {
+    ) -> anyhow::Result<Option<Arc<GpuDetector>>> {
         let wanted = config.detect_device;
         if wanted == DetectDevice::Cpu || config.role == Role::Api {
             return Ok(None);
@@ -65,7 +65,7 @@ impl GpuLane {
                 );
                 metrics.set_device(Device::Cuda);
                 (metrics.gpu_key_memory_budget_bytes).set(i.key_memory_bytes as i64);
-                Ok(Some(Arc::new(GpuLane {
+                Ok(Some(Arc::new(GpuDetector {
                     pass,
                     failed: AtomicBool::new(false),
                     fail_next: AtomicBool::new(false),

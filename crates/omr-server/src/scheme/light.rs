@@ -18,7 +18,7 @@ use omr_core::OmrError;
 use omr_light::{Batch, BatchDigest, Clue, Digest, DigestPart, ExpandedKey, LightParams};
 use omr_store::StoredMessage;
 
-use super::gpu::GpuLane;
+use super::gpu::GpuDetector;
 use super::{AcceptedKey, Detection, DetectionScheme};
 
 /// Prepared batches kept: the closed batch keys are catching up on and the open one, with room
@@ -36,7 +36,7 @@ pub struct Light {
     params: &'static LightParams,
     batches: Arc<Mutex<Prepared>>,
     /// The GPU the keys' passes run on while it works (`detect_device`); `None`: the CPU.
-    gpu: Option<Arc<GpuLane>>,
+    gpu: Option<Arc<GpuDetector>>,
 }
 
 /// Prepared batches by (first index, messages), most recent last, and a spent batch whose
@@ -64,12 +64,12 @@ impl Light {
     }
 
     /// The same scheme, its keys' passes on `gpu` (`None`: the CPU).
-    pub fn with_gpu(self, gpu: Option<Arc<GpuLane>>) -> Light {
+    pub fn with_gpu(self, gpu: Option<Arc<GpuDetector>>) -> Light {
         Light { gpu, ..self }
     }
 
     /// The GPU lane, if this scheme has one.
-    pub fn gpu(&self) -> Option<&Arc<GpuLane>> {
+    pub fn gpu(&self) -> Option<&Arc<GpuDetector>> {
         self.gpu.as_ref()
     }
 

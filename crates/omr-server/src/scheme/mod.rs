@@ -20,7 +20,7 @@ use std::io::{Read, Write};
 use omr_core::OmrError;
 use omr_store::StoredMessage;
 
-pub use gpu::GpuLane;
+pub use gpu::GpuDetector;
 pub use light::Light;
 pub use tfhe::Tfhe;
 
@@ -187,7 +187,7 @@ impl Scheme {
     }
 
     /// The same scheme, a light one's passes on `gpu` (a TFHE scheme has none).
-    pub fn with_gpu(self, gpu: Option<std::sync::Arc<GpuLane>>) -> Scheme {
+    pub fn with_gpu(self, gpu: Option<std::sync::Arc<GpuDetector>>) -> Scheme {
         match self {
             Scheme::Light(s) => Scheme::Light(s.with_gpu(gpu)),
             tfhe => tfhe,
@@ -195,7 +195,7 @@ impl Scheme {
     }
 
     /// The GPU lane the scheme detects on, if any.
-    pub fn gpu(&self) -> Option<&std::sync::Arc<GpuLane>> {
+    pub fn gpu(&self) -> Option<&std::sync::Arc<GpuDetector>> {
         match self {
             Scheme::Light(s) => s.gpu(),
             Scheme::Tfhe(_) => None,

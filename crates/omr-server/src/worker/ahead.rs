@@ -20,7 +20,7 @@ use tracing::Instrument;
 use omr_store::ActiveKey;
 
 use super::cache::Loaded;
-use super::pool::Lane;
+use super::pool::Priority;
 use super::turn::{joined, AbortOnDrop};
 use super::{supervise, Plan, Worker};
 use crate::scheme::DetectionScheme;
@@ -94,15 +94,15 @@ impl<S: DetectionScheme> Worker<S> {
             }
             keys.extend(plan.key(&v.key_id).cloned());
         }
-        let pool = self.pools.of(Lane::Bulk).clone();
+        let pool = self.pools.of(Priority::Bulk).clone();
         for key in keys {
             if !self.cache.has_room() && !self.cache.evict_one_of(idle.iter().copied()) {
                 break;
             }
             let span = tracing::debug_span!("load_ahead", key_id = %key.key_id);
-            let load = (self.cache).begin_load(&self.state, &pool, &key, &plan.online);
+            let load = (self.cache).begin_load(&self.ctx, &pool, &key, &plan.online);
             let task = tokio::spawn(supervise::in_incarnation(load.instrument(span)));
-            self.state.metrics.detection.loads_ahead.inc();
+            self.ctx.metrics.detection.loads_ahead.inc();
             self.ahead.loads.push((key, AbortOnDrop(task)));
         }
     }

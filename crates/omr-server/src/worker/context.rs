@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use omr_store::Store;
 
-use super::pool::Lane;
+use super::pool::Priority;
 use crate::board_signal::BoardSignal;
 use crate::config::Config;
 use crate::epochs::Epochs;
@@ -39,12 +39,12 @@ pub struct WorkerContext {
     pub hooks: Arc<dyn JobHooks>,
 }
 
-/// Called on the detection pool before each detection job of `lane` runs. omrd installs
+/// Called on the detection pool before each detection job of `priority` runs. omrd installs
 /// [`NoHooks`]; tests install fault injection (panics, held jobs) through
 /// `Application::set_job_hooks`, so that no production state carries it.
 pub trait JobHooks: Send + Sync + fmt::Debug {
-    fn before_job(&self, lane: Lane) {
-        let _ = lane;
+    fn before_job(&self, priority: Priority) {
+        let _ = priority;
     }
 }
 

@@ -10,7 +10,7 @@
 //! them), `cache` (expanded keys within the memory budget), `ahead` (keys loaded beside a turn, before
 //! theirs), `online` (an online key's batch in flight beside the bulk work), `key_files` (loading them: expanded
 //! files on local disk, or the store; `key_dir`, the files' directory), `step` (one batch for one
-//! key), `pool` (the rayon pools, one per `Lane`: bulk, and online at a higher priority),
+//! key), `pool` (the rayon pools, one per `Priority`: bulk, and online at a higher priority),
 //! `publish` (what it does, for GetKeyStatus), `supervise` (restarting the loop when it fails),
 //! `retention`, and `context` (`WorkerContext`, what it all works with, and the job hooks).
 //!
@@ -48,7 +48,7 @@ use plan::{HeadSeen, Listed, Plan};
 use schedule::{BoardRate, Fill, Pick, Policy, Queue};
 
 pub use context::{JobHooks, NoHooks, WorkerContext};
-pub use pool::Lane;
+pub use pool::Priority;
 pub use retention::retention;
 
 /// Keys of a batch scheme served in one pass over a batch's shared work: each block of the
@@ -59,7 +59,7 @@ const GROUP_KEYS: usize = 8;
 
 /// What the worker loop holds from one turn to the next.
 struct Worker<S: DetectionScheme> {
-    state: Arc<WorkerContext>,
+    ctx: Arc<WorkerContext>,
     scheme: S,
     pools: pool::Pools,
     cache: KeyCache<S>,
@@ -150,21 +150,20 @@ fn spawn_board_listener(state: &WorkerContext, cancel: &CancellationToken) -> Jo
 }
 
 impl<S: DetectionScheme> Worker<S> {
-    fn new(state: Arc<WorkerContext>, scheme: S, pools: pool::Pools, leases: Leases) -> Self {
-        let cache = KeyCache::new(&state, scheme.clone());
-        let published = publish::Published::new(state.store.clone());
-        let poll = Duration::from_millis(state.config.poll_interval_ms.max(10));
-        state
-            .metrics
+    fn new(ctx: Arc<WorkerContext>, scheme: S, pools: pool::Pools, leases: Leases) -> Self {
+        let cache = KeyCache::new(&ctx, scheme.clone());
+        let published = publish::Published::new(ctx.store.clone());
+        let poll = Duration::from_millis(ctx.config.poll_interval_ms.max(10));
+        ctx.metrics
             .detection
             .key_memory_budget_bytes
             .set(cache.budget() as i64);
         if scheme.detection().batch().is_some() {
-            let every = state.config.light_refresh_messages;
-            state.metrics.detection.refresh_messages.set(every as i64);
+            let every = ctx.config.light_refresh_messages;
+            ctx.metrics.detection.refresh_messages.set(every as i64);
         }
         Self {
-            state,
+            ctx,
             scheme,
             pools,
             cache,
@@ -192,7 +191,7 @@ impl<S: DetectionScheme> Worker<S> {
             self.keep_loaded_ahead();
             self.keep_online_done();
             let planned = self.plan().await;
-            self.state.worker_health.round_planned(planned.is_some());
+            self.ctx.worker_health.round_planned(planned.is_some());
             let Some(plan) = planned else {
                 if self.pause(cancel).await {
                     continue;
@@ -208,11 +207,13 @@ impl<S: DetectionScheme> Worker<S> {
             };
             self.publish(&plan, serving);
             let group = match &pick {
-                Pick::Serve { key_id, lane, .. } => {
+                Pick::Serve {
+                    key_id, priority, ..
+                } => {
                     let group =
                         (self.queue).companions(&plan.views, plan.head, key_id, self.fill());
                     // A bulk turn of keys in memory: the next cold keys load beside it.
-                    if *lane == Lane::Bulk && self.cache.contains(key_id) {
+                    if *priority == Priority::Bulk && self.cache.contains(key_id) {
                         self.load_ahead(&plan, &turn_keys(key_id, &group));
                     }
                     group
@@ -222,22 +223,22 @@ impl<S: DetectionScheme> Worker<S> {
             // Everything a turn pays before it detects: the plan, the pick, the published
             // schedule, the companions and the loads begun ahead.
             let took = planning.elapsed().as_secs_f64();
-            self.state.metrics.detection.plan_seconds.observe(took);
+            self.ctx.metrics.detection.plan_seconds.observe(took);
             match pick {
                 Pick::Serve {
                     key_id,
-                    lane,
+                    priority,
                     idle_fill,
                 } => {
                     if idle_fill {
-                        self.state.metrics.detection.idle_fills.inc();
+                        self.ctx.metrics.detection.idle_fills.inc();
                     }
-                    (self.settle_online_before(&turn_keys(&key_id, &group), lane)).await;
+                    (self.settle_online_before(&turn_keys(&key_id, &group), priority)).await;
                     let ok = if group.is_empty() {
-                        self.serve_turn(&plan, &key_id, lane, cancel).await
+                        self.serve_turn(&plan, &key_id, priority, cancel).await
                     } else {
                         let ids = [vec![key_id], group].concat();
-                        self.serve_group(&plan, &ids, lane, cancel).await
+                        self.serve_group(&plan, &ids, priority, cancel).await
                     };
                     // A failing key goes to the back of the queue; pause so that a key that
                     // fails every time does not spin the loop.
@@ -263,12 +264,12 @@ impl<S: DetectionScheme> Worker<S> {
     /// The policy's tunables from what was measured so far (before any measurement: a load
     /// costs 2 s and a message 0.1 s, pessimistic for omr-v1 on a small node).
     fn policy(&self) -> Policy {
-        let max_wait = Duration::from_secs(self.state.config.key_max_wait_secs);
+        let max_wait = Duration::from_secs(self.ctx.config.key_max_wait_secs);
         let load = self.cache.load_secs().unwrap_or(2.0);
         let mut policy = Policy::new(load, self.per_message_secs.unwrap_or(0.1), max_wait);
         policy.room = self.cache.has_room();
         policy.board_rate = self.board_rate.per_sec();
-        self.state
+        self.ctx
             .metrics
             .detection
             .min_load_batch
@@ -302,7 +303,7 @@ impl<S: DetectionScheme> Worker<S> {
             u.saturating_duration_since(Instant::now()).min(self.poll)
         });
         tokio::select! {
-            _ = self.state.board_notify.notified() => true,
+            _ = self.ctx.board_notify.notified() => true,
             _ = tokio::time::sleep(wait) => true,
             _ = cancel.cancelled() => false,
         }

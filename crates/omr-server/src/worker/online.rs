@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 use futures::FutureExt;
 use tracing::Instrument;
 
-use super::pool::Lane;
+use super::pool::Priority;
 use super::step::{self, Done};
 use super::turn::{joined, AbortOnDrop};
 use super::{supervise, Plan, Worker};
@@ -109,7 +109,7 @@ impl<S: DetectionScheme> Worker<S> {
                 continue;
             }
             let span = tracing::info_span!("detect_batch", key_id = %id, online = true);
-            let job = self.next_job(plan, key, Lane::Online, false);
+            let job = self.next_job(plan, key, Priority::Online, false);
             let job = match job.instrument(span.clone()).await {
                 Ok(Some(job)) => job,
                 Ok(None) => continue,
@@ -118,8 +118,8 @@ impl<S: DetectionScheme> Worker<S> {
                     continue;
                 }
             };
-            let pool = self.pools.of(Lane::Online).clone();
-            let run = job.run(self.state.clone(), pool, Lane::Online);
+            let pool = self.pools.of(Priority::Online).clone();
+            let run = job.run(self.ctx.clone(), pool, Priority::Online);
             let task = tokio::spawn(supervise::in_incarnation(run.instrument(span)));
             self.online.flight = Some(InFlight {
                 key_id: id,
@@ -138,7 +138,7 @@ impl<S: DetectionScheme> Worker<S> {
         };
         match out {
             Ok(done) => {
-                let b = step::finish(&self.state, &mut self.cache, done);
+                let b = step::finish(&self.ctx, &mut self.cache, done);
                 if b.count > 0 {
                     self.record(b.count, b.seconds);
                     self.online.pending.push_front(flight.key_id);
@@ -157,13 +157,13 @@ impl<S: DetectionScheme> Worker<S> {
         }
     }
 
-    /// Before a turn of `ids` on `lane`: finish the online batch in flight first when the
+    /// Before a turn of `ids` on `priority`: finish the online batch in flight first when the
     /// turn is an online one (it would run beside it on the online pool) or serves its key (a
     /// recipient gone offline since: two batches of one key would race to commit).
-    pub(super) async fn settle_online_before(&mut self, ids: &[&str], lane: Lane) {
+    pub(super) async fn settle_online_before(&mut self, ids: &[&str], priority: Priority) {
         let flight = self.online.flight.as_ref();
         let serves = flight.is_some_and(|f| ids.contains(&f.key_id.as_str()));
-        if lane == Lane::Online || serves {
+        if priority == Priority::Online || serves {
             self.settle_online().await;
         }
     }

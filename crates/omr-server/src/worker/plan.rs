@@ -84,12 +84,12 @@ impl<S: DetectionScheme> Worker<S> {
     /// who is online is read every [`LIST_EVERY`], from the keys seen lately alone. So a turn's
     /// planning reads one row, and a second the recently seen keys, at any number of keys.
     pub(super) async fn plan(&mut self) -> Option<Plan> {
-        let changed = self.state.roster.take();
+        let changed = self.ctx.roster.take();
         let renew = changed || self.leases.due();
         if renew {
-            if let Err(e) = self.leases.renew(&self.state).await {
+            if let Err(e) = self.leases.renew(&self.ctx).await {
                 tracing::error!(error = %e, "renewing leases failed; retrying");
-                self.state.roster.changed(); // list again once it succeeds
+                self.ctx.roster.changed(); // list again once it succeeds
                 return None;
             }
         }
@@ -102,7 +102,7 @@ impl<S: DetectionScheme> Worker<S> {
             }
         }
         if relist {
-            let keys = match self.state.store.active_keys().await {
+            let keys = match self.ctx.store.active_keys().await {
                 Ok(all) => (all.into_iter())
                     .filter(|k| self.leases.holds(&k.key_id))
                     .collect::<Vec<_>>(),
@@ -178,13 +178,13 @@ impl<S: DetectionScheme> Worker<S> {
     /// `poll` anyway). Turns back to back while nothing is posted read it once per `poll`, not
     /// once each.
     async fn board_head(&mut self) -> Result<u64, omr_store::StoreError> {
-        let raised = self.state.board_notify.raised();
+        let raised = self.ctx.board_notify.raised();
         if let Some(seen) = self.head_seen.filter(|s| s.raised == raised) {
             if seen.at.elapsed() < self.poll {
                 return Ok(seen.head);
             }
         }
-        let head = self.state.store.board_head().await?;
+        let head = self.ctx.store.board_head().await?;
         self.head_seen = Some(HeadSeen {
             head,
             raised,
@@ -196,10 +196,10 @@ impl<S: DetectionScheme> Worker<S> {
     /// Between listings: which of the listed keys are online now, from the keys seen within
     /// `online_secs` (a few rows, at any number of keys) and those online at the last look.
     async fn look_who_is_online(&mut self) -> Result<(), omr_store::StoreError> {
-        let config = &self.state.config;
+        let config = &self.ctx.config;
         let now_ms = crate::presence::now_ms();
         let window = crate::presence::online_window_ms(config);
-        let seen = (self.state.store)
+        let seen = (self.ctx.store)
             .seen_since(now_ms.saturating_sub(window))
             .await?;
         let listed = self.listed.as_mut().expect("looked after a listing");
@@ -230,7 +230,7 @@ impl<S: DetectionScheme> Worker<S> {
     /// The asks for open batches made through this process since the last plan: each asking
     /// key seen then, and online (as the store will say within a second or two).
     fn take_asks(&mut self) {
-        let asked = self.state.asks.take();
+        let asked = self.ctx.asks.take();
         let Some(listed) = self.listed.as_mut().filter(|_| !asked.is_empty()) else {
             return;
         };
@@ -242,7 +242,7 @@ impl<S: DetectionScheme> Worker<S> {
             };
             let k = &mut keys[i];
             seen_at(k, at);
-            if crate::presence::is_online(&self.state.config, k, now_ms) {
+            if crate::presence::is_online(&self.ctx.config, k, now_ms) {
                 Arc::make_mut(&mut listed.views)[i].online = true;
                 Arc::make_mut(&mut listed.online).insert(key_id);
             }
@@ -256,7 +256,7 @@ impl<S: DetectionScheme> Worker<S> {
         let since = |id: &str| before.and_then(|l| l.index.get(id).and_then(|&i| l.views[i].since));
         let now_ms = crate::presence::now_ms();
         let online: HashSet<String> = (keys.iter())
-            .filter(|k| crate::presence::is_online(&self.state.config, k, now_ms))
+            .filter(|k| crate::presence::is_online(&self.ctx.config, k, now_ms))
             .map(|k| k.key_id.clone())
             .collect();
         let views = (keys.iter().enumerate())
@@ -275,7 +275,7 @@ impl<S: DetectionScheme> Worker<S> {
             .map(|(i, k)| (k.key_id.clone(), i))
             .collect();
         // The keys no longer listed lose their gauge.
-        let gauges = &self.state.metrics.detection.key_lag;
+        let gauges = &self.ctx.metrics.detection.key_lag;
         gauges.reset();
         let lag = (keys.iter())
             .map(|k| gauges.with_label_values(&[k.key_id.as_str()]))
@@ -292,7 +292,7 @@ impl<S: DetectionScheme> Worker<S> {
 
     /// Per-key lag of this worker's keys, and what it holds and what waits.
     fn report(&self, plan: &Plan) {
-        let m = &self.state.metrics.detection;
+        let m = &self.ctx.metrics.detection;
         let lag = self.listed.as_ref().map_or(&[][..], |l| &l.lag[..]);
         for (v, gauge) in plan.views.iter().zip(lag) {
             gauge.set(plan.head.saturating_sub(v.cursor) as i64);

@@ -20,34 +20,34 @@ pub(super) struct JobPanicked(pub(super) String);
 /// so an online key's detection gets about nine tenths of a core it shares with bulk work.
 pub(super) const BULK_NICE: i32 = 10;
 
-/// A detection lane: which pool a key's work runs on.
+/// A key's priority: which pool its work runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lane {
+pub enum Priority {
     /// Keys of online recipients, at the process's own priority.
     Online,
     /// Offline keys and key loads, at a lower priority ([`BULK_NICE`]).
     Bulk,
 }
 
-impl Lane {
-    /// The lane of a key whose recipient is (or is not) online.
-    pub fn of(online: bool) -> Lane {
+impl Priority {
+    /// The priority of a key whose recipient is (or is not) online.
+    pub fn of(online: bool) -> Priority {
         if online {
-            Lane::Online
+            Priority::Online
         } else {
-            Lane::Bulk
+            Priority::Bulk
         }
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Lane::Online => "online",
-            Lane::Bulk => "bulk",
+            Priority::Online => "online",
+            Priority::Bulk => "bulk",
         }
     }
 }
 
-/// The worker's two detection pools, one per [`Lane`], `worker_threads` threads each (one per
+/// The worker's two detection pools, one per [`Priority`], `worker_threads` threads each (one per
 /// core when 0). The loop serves online keys while a bulk job is in flight, and the kernel gives
 /// them the cores: an online recipient's new message does not wait for a batch of offline keys
 /// to finish.
@@ -82,11 +82,11 @@ impl Pools {
         }
     }
 
-    /// The pool of `lane`.
-    pub(super) fn of(&self, lane: Lane) -> &Arc<rayon::ThreadPool> {
-        match lane {
-            Lane::Online => &self.online,
-            Lane::Bulk => &self.bulk,
+    /// The pool of `priority`.
+    pub(super) fn of(&self, priority: Priority) -> &Arc<rayon::ThreadPool> {
+        match priority {
+            Priority::Online => &self.online,
+            Priority::Bulk => &self.bulk,
         }
     }
 
@@ -149,7 +149,7 @@ mod tests {
         let pools = Pools::new(&config);
         let own = rustix::process::getpriority_process(None).expect("getpriority");
         assert_eq!(pools.threads(), 2);
-        assert_eq!(nice_on(pools.of(Lane::Online)), own);
-        assert_eq!(nice_on(pools.of(Lane::Bulk)), (own + BULK_NICE).min(19));
+        assert_eq!(nice_on(pools.of(Priority::Online)), own);
+        assert_eq!(nice_on(pools.of(Priority::Bulk)), (own + BULK_NICE).min(19));
     }
 }

@@ -89,7 +89,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     /// never fatal.
     pub(super) fn publish(&mut self, plan: &Plan, serving: Option<&str>) {
         let now = Instant::now();
-        let lease = Duration::from_secs(self.state.config.lease_secs.max(1));
+        let lease = Duration::from_secs(self.ctx.config.lease_secs.max(1));
         let failed = self.published.failed.swap(false, Ordering::Relaxed);
         let refresh = failed || (self.published.refreshed).is_none_or(|t| t.elapsed() > lease / 3);
         // Also at once when a key started or stopped waiting, so that its row is there as soon

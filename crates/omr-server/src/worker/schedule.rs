@@ -32,7 +32,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use super::pool::Lane;
+use super::pool::Priority;
 
 /// The share of detection time key loads may take: a key not in memory is loaded for a batch of
 /// at least `load / (LOAD_SHARE × per-message detection)` messages (before `key_max_wait_secs`).
@@ -87,7 +87,7 @@ pub(super) enum Pick {
     /// Serve this key now (`idle_fill`: a deferred key, because nothing else is worth it).
     Serve {
         key_id: String,
-        lane: Lane,
+        priority: Priority,
         idle_fill: bool,
     },
     /// Nothing worth doing now: wait for new messages, or until `until` (when a deferred key's
@@ -146,7 +146,7 @@ impl Policy {
 
     /// Whether `k`, after waiting `waited`, is deferred to collect a batch worth its load: not
     /// online, not in memory, memory full, its backlog below `min_batch` and its wait not run
-    /// out. Every other key with a backlog is served when its turn comes (on its lane).
+    /// out. Every other key with a backlog is served when its turn comes (on its priority).
     fn defers(&self, k: &KeyView, head: u64, waited: Duration) -> bool {
         !(k.online || k.cached || self.room || k.behind(head) >= self.min_batch)
             && waited < self.max_wait
@@ -307,12 +307,12 @@ impl Queue {
         match (best, fill) {
             (Some((_, k)), _) => Pick::Serve {
                 key_id: k.key_id.clone(),
-                lane: Lane::of(k.online),
+                priority: Priority::of(k.online),
                 idle_fill: false,
             },
             (None, Some((_, k))) => Pick::Serve {
                 key_id: k.key_id.clone(),
-                lane: Lane::Bulk,
+                priority: Priority::Bulk,
                 idle_fill: true,
             },
             (None, None) => Pick::Idle { until },
@@ -466,7 +466,7 @@ mod tests {
     fn serve(id: &str, online: bool) -> Pick {
         Pick::Serve {
             key_id: id.into(),
-            lane: Lane::of(online),
+            priority: Priority::of(online),
             idle_fill: false,
         }
     }
@@ -474,7 +474,7 @@ mod tests {
     fn fill(id: &str) -> Pick {
         Pick::Serve {
             key_id: id.into(),
-            lane: Lane::Bulk,
+            priority: Priority::Bulk,
             idle_fill: true,
         }
     }

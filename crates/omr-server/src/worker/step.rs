@@ -16,20 +16,20 @@ use std::time::Instant;
 use omr_store::{ActiveKey, StoreError, StoredAccumulator, StoredMessage};
 
 use super::cache::{CachedKey, KeyCache};
-use super::pool::{on_pool, Lane};
+use super::pool::{on_pool, Priority};
 use super::WorkerContext;
 use crate::scheme::DetectionScheme;
 
 /// What one batch did.
-pub(super) struct Batch {
+pub(super) struct Outcome {
     /// Messages detected, folded and committed (0: nothing to do, or the cursor moved).
     pub(super) count: usize,
     /// Seconds the pool spent detecting and folding them.
     pub(super) seconds: f64,
 }
 
-impl Batch {
-    pub(super) const NOTHING: Batch = Batch {
+impl Outcome {
+    pub(super) const NOTHING: Outcome = Outcome {
         count: 0,
         seconds: 0.0,
     };
@@ -179,13 +179,13 @@ pub(super) struct Done<S: DetectionScheme> {
 }
 
 impl<S: DetectionScheme> Job<S> {
-    /// Detect and fold on `pool` (the pool of `lane`), then commit state and cursor. Borrows
+    /// Detect and fold on `pool` (the pool of `priority`), then commit state and cursor. Borrows
     /// nothing of the worker, so that the loop can serve online keys while it runs.
     pub(super) async fn run(
         self,
         ctx: Arc<WorkerContext>,
         pool: Arc<rayon::ThreadPool>,
-        lane: Lane,
+        priority: Priority,
     ) -> anyhow::Result<Done<S>> {
         let Job {
             key_id,
@@ -206,7 +206,7 @@ impl<S: DetectionScheme> Job<S> {
             hooked = true;
             let (s, k, h) = (scheme.clone(), key.clone(), hooks.clone());
             held = on_pool(&pool, move || {
-                h.before_job(lane);
+                h.before_job(priority);
                 s.detect_prepared(&k, first, count)
             })
             .await?;
@@ -228,7 +228,7 @@ impl<S: DetectionScheme> Job<S> {
             None => {
                 on_pool(&pool, move || {
                     if !hooked {
-                        hooks.before_job(lane);
+                        hooks.before_job(priority);
                     }
                     scheme.detect_and_fold(&key, state, &messages)
                 })
@@ -278,13 +278,13 @@ pub(super) async fn run_group<S: DetectionScheme>(
     mut jobs: Vec<Job<S>>,
     ctx: Arc<WorkerContext>,
     pool: Arc<rayon::ThreadPool>,
-    lane: Lane,
+    priority: Priority,
 ) -> anyhow::Result<Vec<anyhow::Result<Done<S>>>> {
     let one_batch = jobs.first().and_then(|j| j.batch);
     if one_batch.is_none() || jobs.iter().any(|j| j.batch != one_batch) {
         let runs = jobs
             .into_iter()
-            .map(|j| j.run(ctx.clone(), pool.clone(), lane));
+            .map(|j| j.run(ctx.clone(), pool.clone(), priority));
         return Ok(futures::future::join_all(runs).await);
     }
     let (first, count) = one_batch.expect("a batch");
@@ -304,7 +304,7 @@ pub(super) async fn run_group<S: DetectionScheme>(
         let (scheme, keys, hooks) = (jobs[0].scheme.clone(), keys_of(&jobs), ctx.hooks.clone());
         let batch = std::mem::take(&mut messages);
         let (held, batch) = on_pool(&pool, move || {
-            hooks.before_job(lane);
+            hooks.before_job(priority);
             let refs: Vec<&S::Key> = keys.iter().map(|k| k.as_ref()).collect();
             (scheme.detect_many(&refs, first, count, &batch), batch)
         })
@@ -345,7 +345,7 @@ pub(super) fn finish<S: DetectionScheme>(
     ctx: &WorkerContext,
     cache: &mut KeyCache<S>,
     done: Done<S>,
-) -> Batch {
+) -> Outcome {
     let Done {
         key_id,
         cursor,
@@ -360,7 +360,7 @@ pub(super) fn finish<S: DetectionScheme>(
         tracing::warn!(%key_id, cursor, "cursor moved underneath; reloading");
         cache.remove(&key_id);
         ctx.roster.changed(); // the listed cursor is stale too
-        return Batch::NOTHING;
+        return Outcome::NOTHING;
     };
     let end = S::range(&folded).1;
     ctx.metrics.detections.inc_by(count as u64);
@@ -377,7 +377,7 @@ pub(super) fn finish<S: DetectionScheme>(
         // would see it behind until its next listing (and load it for nothing).
         None => cache.evicted_at(&key_id, end),
     }
-    Batch { count, seconds }
+    Outcome { count, seconds }
 }
 
 /// The next board index to detect for `key`: its cached cursor, unless the store's is ahead.

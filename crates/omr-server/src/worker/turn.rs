@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use omr_store::ActiveKey;
 
-use super::pool::Lane;
+use super::pool::Priority;
 use super::{plan, step, supervise, Plan, Worker};
 use crate::scheme::Detection;
 
@@ -23,25 +23,25 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         &mut self,
         plan: &Plan,
         key_id: &str,
-        lane: Lane,
+        priority: Priority,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> bool {
         let Some(key) = plan.key(key_id).cloned() else {
             return true;
         };
-        let epochs = self.state.epochs;
+        let epochs = self.ctx.epochs;
         let min_batch = self.policy().min_batch;
         let per_batch = self.scheme.detection().batch().is_some();
         let mut served = 0u64;
         let mut ok = true;
         while !cancel.is_cancelled() {
-            self.leases.renew_if_due(&self.state).await;
+            self.leases.renew_if_due(&self.ctx).await;
             if !self.leases.holds(key_id) {
                 break;
             }
-            let online = lane == Lane::Online;
+            let online = priority == Priority::Online;
             let span = tracing::info_span!("detect_batch", key_id = %key_id, online);
-            let batch = self.one_batch(plan, &key, lane);
+            let batch = self.one_batch(plan, &key, priority);
             let batch = match batch.instrument(span).await {
                 Ok(b) => b,
                 Err(e) => {
@@ -68,23 +68,23 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     }
 
     /// Serve the keys `ids` of `plan`, all in memory, together: one batch each, run at once on
-    /// `lane`'s pool (`step::run_group`), while the loop serves other online keys as messages
+    /// `priority`'s pool (`step::run_group`), while the loop serves other online keys as messages
     /// arrive; then requeue them. False when a batch failed (logged).
     pub(super) async fn serve_group(
         &mut self,
         plan: &Plan,
         ids: &[String],
-        lane: Lane,
+        priority: Priority,
         cancel: &tokio_util::sync::CancellationToken,
     ) -> bool {
-        self.leases.renew_if_due(&self.state).await;
+        self.leases.renew_if_due(&self.ctx).await;
         let keys: Vec<ActiveKey> = (ids.iter())
             .filter(|id| self.leases.holds(id))
             .filter_map(|id| plan.key(id).cloned())
             .collect();
         let mut ok = true;
         if !keys.is_empty() && !cancel.is_cancelled() {
-            ok = self.group_batch(plan, &keys, lane).await;
+            ok = self.group_batch(plan, &keys, priority).await;
         }
         let now = Instant::now();
         for id in ids {
@@ -94,13 +94,13 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     }
 
     /// One batch of each of `keys` (in memory, all offline or all online) side by side on
-    /// `lane`'s pool: online keys' open batches up to their refresh mark.
-    async fn group_batch(&mut self, plan: &Plan, keys: &[ActiveKey], lane: Lane) -> bool {
-        let online = lane == Lane::Online;
+    /// `priority`'s pool: online keys' open batches up to their refresh mark.
+    async fn group_batch(&mut self, plan: &Plan, keys: &[ActiveKey], priority: Priority) -> bool {
+        let online = priority == Priority::Online;
         let reach = self.reach(plan.head, online);
         let limit = self.batch_limit();
         let span = tracing::info_span!("detect_group", keys = keys.len(), online);
-        let mut prepared = step::prepare_group(&self.state, &mut self.cache, keys, limit, reach)
+        let mut prepared = step::prepare_group(&self.ctx, &mut self.cache, keys, limit, reach)
             .instrument(span.clone())
             .await;
         if let (true, Ok(jobs)) = (online, prepared.as_mut()) {
@@ -119,11 +119,11 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
                 return false;
             }
         };
-        let m = &self.state.metrics.detection;
+        let m = &self.ctx.metrics.detection;
         m.group_turns.inc();
         m.group_keys.inc_by(jobs.len() as u64);
-        let pool = self.pools.of(lane).clone();
-        let run = step::run_group(jobs, self.state.clone(), pool, lane);
+        let pool = self.pools.of(priority).clone();
+        let run = step::run_group(jobs, self.ctx.clone(), pool, priority);
         let busy: Vec<&str> = keys.iter().map(|k| k.key_id.as_str()).collect();
         let dones = match self
             .alongside_online(plan, &busy, run.instrument(span))
@@ -139,7 +139,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         for done in dones {
             match done {
                 Ok(done) => {
-                    let b = step::finish(&self.state, &mut self.cache, done);
+                    let b = step::finish(&self.ctx, &mut self.cache, done);
                     count += b.count;
                     seconds = seconds.max(b.seconds);
                 }
@@ -155,7 +155,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         ok
     }
 
-    /// One batch of `key` on `lane`'s pool: load the key if it is not in memory (and has
+    /// One batch of `key` on `priority`'s pool: load the key if it is not in memory (and has
     /// anything to detect), then prepare, detect and commit, and finish. The load and the job
     /// run as tasks of their own while the loop keeps the other online keys of `plan` served
     /// as messages arrive.
@@ -163,39 +163,39 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         &mut self,
         plan: &Plan,
         key: &ActiveKey,
-        lane: Lane,
-    ) -> anyhow::Result<step::Batch> {
-        let Some(job) = self.next_job(plan, key, lane, true).await? else {
-            return Ok(step::Batch::NOTHING);
+        priority: Priority,
+    ) -> anyhow::Result<step::Outcome> {
+        let Some(job) = self.next_job(plan, key, priority, true).await? else {
+            return Ok(step::Outcome::NOTHING);
         };
-        let pool = self.pools.of(lane).clone();
-        let run = job.run(self.state.clone(), pool, lane);
+        let pool = self.pools.of(priority).clone();
+        let run = job.run(self.ctx.clone(), pool, priority);
         let done = self.alongside_online(plan, &[&key.key_id], run).await?;
-        Ok(step::finish(&self.state, &mut self.cache, done))
+        Ok(step::finish(&self.ctx, &mut self.cache, done))
     }
 
-    /// The next batch of `key` for `lane`'s pool, the key loaded first if it is not in memory
+    /// The next batch of `key` for `priority`'s pool, the key loaded first if it is not in memory
     /// and has anything to detect (with `alongside`, as [`Self::load`] says); None when it has
     /// nothing to detect.
     pub(super) async fn next_job(
         &mut self,
         plan: &Plan,
         key: &ActiveKey,
-        lane: Lane,
+        priority: Priority,
         alongside: bool,
     ) -> anyhow::Result<Option<step::Job<S>>> {
         let online = plan.online.contains(&key.key_id);
         let open = online && plan::asks_open(&self.open_answered, key);
         let reach = self.reach(plan.head, open);
         if !self.cache.contains(&key.key_id) {
-            if !step::has_work(&self.state, &self.cache, key, reach).await? {
+            if !step::has_work(&self.ctx, &self.cache, key, reach).await? {
                 return Ok(None);
             }
             // Boxed: a load waits alongside online keys, whose batches come through here.
-            Box::pin(self.load(plan, key, lane, alongside)).await?;
+            Box::pin(self.load(plan, key, priority, alongside)).await?;
         }
         let limit = self.batch_limit();
-        let mut job = step::prepare(&self.state, &mut self.cache, key, limit, reach).await?;
+        let mut job = step::prepare(&self.ctx, &mut self.cache, key, limit, reach).await?;
         if let Some(job) = job.as_mut().filter(|_| open) {
             self.answer_open(key, job);
         }
@@ -207,14 +207,14 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     /// the next refresh waits for a newer ask), and it is counted as a refresh. (One that ends
     /// at a batch boundary answers nothing: the batch after it is still to come.)
     fn answer_open(&mut self, key: &ActiveKey, job: &mut step::Job<S>) {
-        let epochs = self.state.epochs;
+        let epochs = self.ctx.epochs;
         let Some(end) = job.batch_end().filter(|&end| !epochs.is_boundary(end)) else {
             return;
         };
         let seen = key.last_seen_ms.unwrap_or(0);
         tracing::debug!(key_id = %key.key_id, end, seen, "open batch detected as asked");
         self.open_answered.insert(key.key_id.clone(), seen);
-        let m = &self.state.metrics.detection;
+        let m = &self.ctx.metrics.detection;
         m.open_batches.inc();
         if self.refreshed_to.replace(end) != Some(end) {
             m.refreshes.inc();
@@ -222,8 +222,8 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         job.mark_refresh();
     }
 
-    /// Load `key` (not in memory) for its batch on `lane`: wait for its load ahead when one is
-    /// under way, otherwise load it; on the bulk lane the next cold keys begin loading ahead
+    /// Load `key` (not in memory) for its batch on `priority`: wait for its load ahead when one is
+    /// under way, otherwise load it; on the bulk pool the next cold keys begin loading ahead
     /// beside it (a load reads the store or a file and then lays the key out: one key alone
     /// leaves cores idle), and the turn starts once its own key is in. With `alongside`, the
     /// load runs as a task of its own while the loop serves the other online keys of `plan` as
@@ -232,21 +232,21 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         &mut self,
         plan: &Plan,
         key: &ActiveKey,
-        lane: Lane,
+        priority: Priority,
         alongside: bool,
     ) -> anyhow::Result<()> {
-        let pool = self.pools.of(lane).clone();
+        let pool = self.pools.of(priority).clone();
         // The key's own load: the one under way ahead of its turn, or a new one.
         let own = match self.take_ahead(&key.key_id) {
             Some(ahead) => ahead.boxed(),
             None => (self.cache)
-                .begin_load(&self.state, &pool, key, &plan.online)
+                .begin_load(&self.ctx, &pool, key, &plan.online)
                 .boxed(),
         };
         // The next cold keys begin loading ahead, in the room left or in place of keys with
         // nothing to detect (keys time-shared, each a batch behind: every turn is a load).
         let busy = [key.key_id.as_str()];
-        if alongside && lane == Lane::Bulk {
+        if alongside && priority == Priority::Bulk {
             self.load_ahead(plan, &busy);
         }
         let loaded = if alongside {
@@ -282,7 +282,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         let out = if plan.online.iter().all(|k| busy.contains(&k.as_str())) {
             (&mut task.0).await
         } else {
-            let notify = self.state.board_notify.clone();
+            let notify = self.ctx.board_notify.clone();
             loop {
                 // Go on with the online keys pending (first: an online batch may have ended,
                 // or left its key with more, while the loop was between two waits).
@@ -302,7 +302,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     /// scheme's batch for one that detects in batches.
     pub(super) fn batch_limit(&self) -> usize {
         match self.scheme.detection() {
-            Detection::PerMessage => self.state.config.detect_batch.max(1),
+            Detection::PerMessage => self.ctx.config.detect_batch.max(1),
             Detection::PerBatch { messages } => messages.max(1),
         }
     }
@@ -317,9 +317,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     pub(super) fn reach(&self, head: u64, open: bool) -> u64 {
         match self.scheme.detection().batch() {
             Some(d) if !open => head / d * d,
-            Some(_) => {
-                (self.state.epochs).refresh_mark(head, self.state.config.light_refresh_messages)
-            }
+            Some(_) => (self.ctx.epochs).refresh_mark(head, self.ctx.config.light_refresh_messages),
             None => u64::MAX,
         }
     }
@@ -327,7 +325,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
     /// Account one batch of `count` messages that took `seconds` on a pool: the detection time
     /// metric, and the per-message time and capacity from batches that used every thread.
     pub(super) fn record(&mut self, count: usize, seconds: f64) {
-        let m = &self.state.metrics.detection;
+        let m = &self.ctx.metrics.detection;
         m.detect_seconds.inc_by(seconds);
         if count >= self.pools.threads() {
             let per = seconds / count as f64;
