@@ -78,8 +78,9 @@ pub mod seal;
 
 pub use address::Address;
 pub use client::{
-    Client, ClientOptions, FetchedDigest, KeyStatus, PirFetch, Prepared, Progress, Sent,
-    ServerParams, TailRead, DEFAULT_TAIL_MESSAGES, LIGHT_FOLLOW_POLL, LIGHT_QUERIES_PER_EPOCH,
+    Client, ClientOptions, FetchedDigest, Follow, KeyStatus, PirFetch, Prepared, Progress, Sent,
+    ServerParams, TailRead, DEFAULT_TAIL_MESSAGES, FOLLOW_RETRY, LIGHT_FOLLOW_POLL,
+    LIGHT_QUERIES_PER_EPOCH,
 };
 pub use error::{Api, Error, Result};
 pub use keydir::{DigestState, KeyDir, PendingAttachment, Registration};

@@ -9,18 +9,14 @@
 //! same messages. A follower acknowledges each inbox when its listener returns.
 
 use std::sync::PoisonError;
-use std::time::Duration;
 
 use omr_client::keydir::DigestState;
 use omr_client::mailbox::{self, AttachmentOutcome, AttachmentStatus};
-use omr_client::{Letter, Received, Retrieval};
+use omr_client::{Follow, Letter, Received, Retrieval, FOLLOW_RETRY};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{OmrError, Result};
 use crate::keys::KeyDirectory;
-
-/// How long a follower pauses after a failure worth retrying.
-const FOLLOW_RETRY: Duration = Duration::from_secs(5);
 
 /// How [`Attachment::status`] starts for one a later call gets.
 const WAITING: &str = "waiting";
@@ -115,14 +111,15 @@ pub struct Inbox {
 }
 
 impl Inbox {
-    /// Whether a follower should hear of it.
-    fn has_news(&self, announced: &[u64]) -> bool {
+    /// Whether a follower should hear of it (`fresh_pending`: it holds a pending payload not
+    /// announced before).
+    fn has_news(&self, fresh_pending: bool) -> bool {
         !self.messages.is_empty()
             || self
                 .attachments
                 .iter()
                 .any(|a| !a.status.starts_with(WAITING))
-            || self.pending_payloads.iter().any(|i| !announced.contains(i))
+            || fresh_pending
     }
 }
 
@@ -264,46 +261,34 @@ pub(crate) async fn follow(
 ) -> Result<()> {
     let reg = keys.require_registration()?;
     let secret = keys.dir.secret()?;
-    let mut past = keys.dir.digest_state(&reg)?.next_from;
-    let mut announced: Vec<u64> = Vec::new();
+    let mut follow = Follow::new(keys.dir.digest_state(&reg)?.next_from, []);
     // The first round retrieves at once: what arrived while nobody followed.
-    let mut cursor = Some(0);
+    let mut cursor = 0;
     loop {
-        if let Some(cursor) = cursor {
-            match retrieve(client, keys, true).await {
-                Ok(inbox) => {
-                    let news = inbox.has_news(&announced);
-                    announced.clone_from(&inbox.pending_payloads);
-                    past = inbox.to_index.max(cursor);
-                    let receipt = inbox.receipt.clone();
-                    let go_on = if news {
-                        // The listener may take its time (a database write, a queue with a
-                        // consumer behind it): the runtime's other tasks move to other threads.
-                        tokio::task::block_in_place(|| listener.on_inbox(inbox))?
-                    } else {
-                        true
-                    };
-                    match acknowledge(keys, &receipt) {
-                        // Another acknowledged first: the next round starts from its state.
-                        Err(e) if e.code() == "stale_inbox" => {}
-                        r => r?,
-                    }
-                    if !go_on {
-                        return Ok(());
-                    }
+        match retrieve(client, keys, true).await {
+            Ok(inbox) => {
+                let fresh = follow.retrieved(inbox.to_index, cursor, &inbox.pending_payloads);
+                let receipt = inbox.receipt.clone();
+                let go_on = if inbox.has_news(!fresh.is_empty()) {
+                    // The listener may take its time (a database write, a queue with a
+                    // consumer behind it): the runtime's other tasks move to other threads.
+                    tokio::task::block_in_place(|| listener.on_inbox(inbox))?
+                } else {
+                    true
+                };
+                match acknowledge(keys, &receipt) {
+                    // Another acknowledged first: the next round starts from its state.
+                    Err(e) if e.code() == "stale_inbox" => {}
+                    r => r?,
                 }
-                Err(e) if is_transient(&e) => tokio::time::sleep(FOLLOW_RETRY).await,
-                Err(e) => return Err(e),
+                if !go_on {
+                    return Ok(());
+                }
             }
+            Err(e) if is_transient(&e) => tokio::time::sleep(FOLLOW_RETRY).await,
+            Err(e) => return Err(e),
         }
-        cursor = match client.wait_for_news(&secret, &reg, past).await {
-            Ok(c) => c,
-            Err(e) if e.is_transient() => {
-                tokio::time::sleep(FOLLOW_RETRY).await;
-                None
-            }
-            Err(e) => return Err(e.into()),
-        };
+        cursor = follow.news(client, &secret, &reg, |_| {}).await?;
     }
 }
 

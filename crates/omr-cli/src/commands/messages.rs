@@ -13,7 +13,8 @@ use clap::Args;
 use omr_client::keydir::{self, DigestState, KeyDir, Registration};
 use omr_client::mailbox;
 use omr_client::{
-    Address, Client, ClientOptions, ClueKey, Progress, Retrieval, SealKey, SecretKey,
+    Address, Client, ClientOptions, ClueKey, Follow, Progress, Retrieval, SealKey, SecretKey,
+    FOLLOW_RETRY,
 };
 use serde_json::json;
 
@@ -208,9 +209,6 @@ pub struct DigestArgs {
     tail_messages: u64,
 }
 
-/// How long `--follow` pauses after the server could not be reached.
-const FOLLOW_RETRY: Duration = Duration::from_secs(5);
-
 /// For `--follow`: `Some` of what a call returned; `None`, after a warning and a pause of
 /// [`FOLLOW_RETRY`], when it failed in a way worth trying again (the server restarting or out of
 /// reach), so that the caller keeps following; any other failure.
@@ -218,12 +216,16 @@ async fn unless_transient<T>(r: omr_client::Result<T>) -> anyhow::Result<Option<
     match r {
         Ok(v) => Ok(Some(v)),
         Err(e) if e.is_transient() => {
-            eprintln!("warning: {e}; trying again in {} s", FOLLOW_RETRY.as_secs());
+            warn_retrying(&e);
             tokio::time::sleep(FOLLOW_RETRY).await;
             Ok(None)
         }
         Err(e) => Err(e.into()),
     }
+}
+
+fn warn_retrying(e: &omr_client::Error) {
+    eprintln!("warning: {e}; trying again in {} s", FOLLOW_RETRY.as_secs());
 }
 
 pub async fn digest(a: DigestArgs, ui: Ui, json: bool) -> anyhow::Result<()> {
@@ -370,17 +372,10 @@ impl Following<'_> {
                 self.reg.key_id
             );
         }
-        let mut past = state.next_from;
-        let mut announced: std::collections::BTreeSet<u64> =
-            state.pending_payloads.iter().copied().collect();
+        let mut follow = Follow::new(state.next_from, state.pending_payloads.iter().copied());
         loop {
-            let waited = (self.client).wait_for_news(self.secret, self.reg, past);
-            let Some(cursor) = unless_transient(waited.await).await? else {
-                continue;
-            };
-            let Some(cursor) = cursor else {
-                continue; // nothing detected within the wait: ask again
-            };
+            let waited = follow.news(self.client, self.secret, self.reg, warn_retrying);
+            let cursor = waited.await?;
             // A failed retrieval leaves `state` as it was, so a transient one is tried again.
             let got = (self.client).retrieve(self.secret, self.reg, &mut state, None);
             let Some(got) = unless_transient(got.await).await? else {
@@ -401,7 +396,8 @@ impl Following<'_> {
                 }
             }
             // omr-light-v1: a message detected in the open epoch, its payload not fetched yet.
-            for &index in got.pending.iter().filter(|i| !announced.contains(i)) {
+            // The digest covered up to the cursor it saw (at least the one waited for).
+            for index in follow.retrieved(state.next_from, cursor, &got.pending) {
                 if self.json {
                     print_json(
                         &json!({"index": index, "pending": true, "key_id": self.reg.key_id}),
@@ -410,7 +406,6 @@ impl Following<'_> {
                     print_pending(index, got.epoch_length);
                 }
             }
-            announced = got.pending.iter().copied().collect();
             for a in &arrived {
                 if self.json {
                     let mut v = a.json();
@@ -421,8 +416,6 @@ impl Following<'_> {
                     a.print();
                 }
             }
-            // The digest covered up to the cursor it saw (at least the one waited for).
-            past = state.next_from.max(cursor);
         }
     }
 }

@@ -12,12 +12,15 @@
 //! - `fetch`: omr-light-v1 payloads by the batch fetch (a server that takes no attachments);
 //! - `light`: omr-light-v1 payloads and attachments by per-epoch PIR (a server that takes them);
 //! - `watch`: waiting for a key's next detected messages (HTTP long-poll, gRPC stream);
+//! - `follow`: the follow loop's policy (wait, retry, follow on, announce), which the CLI and
+//!   the bindings wrap;
 //! - `transport`: the shared gRPC channel, authorization, HTTP and gRPC failures as [`Error`].
 
 mod attach;
 mod board;
 mod digest;
 mod fetch;
+mod follow;
 mod light;
 mod prepare;
 mod registry;
@@ -35,6 +38,7 @@ use crate::error::{Api, Error, Result};
 
 pub use board::Sent;
 pub use digest::FetchedDigest;
+pub use follow::{Follow, FOLLOW_RETRY};
 pub use light::{PirFetch, LIGHT_QUERIES_PER_EPOCH};
 pub use prepare::Prepared;
 pub use registry::KeyStatus;
