@@ -1,5 +1,5 @@
 //! What a benchmark report says of the machine and the process, read from /proc: the CPU's
-//! model name, this process's CPU time, and the quantiles of a sample. One reader for the
+//! model name, this process's CPU time and peak memory, and the quantiles of a sample. One reader for the
 //! `omr bench*` commands, the capacity run and the service's benchmark examples.
 
 /// The CPU's model name (/proc/cpuinfo), or "unknown" where it cannot be read.
@@ -23,6 +23,14 @@ pub fn process_cpu_secs() -> Option<f64> {
     let utime: f64 = fields.next()?.parse().ok()?;
     let stime: f64 = fields.next()?.parse().ok()?;
     Some((utime + stime) / 100.0)
+}
+
+/// The process's peak resident memory so far (VmHWM), in MiB; `None` without /proc.
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 /// The `p`-quantile (0 ..= 1) of `v`, nearest rank; sorts `v`. NaN for no values.

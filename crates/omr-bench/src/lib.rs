@@ -1,8 +1,9 @@
 //! The benchmark behind `omr bench`: per-stage detection timings, sizes, digest and decode time
 //! on this machine, and one tfhe-rs KS+PBS as a machine-speed yardstick, as one JSON object (the
-//! shape DESIGN.md specifies). Beside it: [`capacity`], the run behind `omr bench-capacity` (an
-//! embedded omrd serving many keys through a small memory budget), and [`host`], what every
-//! benchmark report reads of the machine and the process.
+//! shape DESIGN.md specifies). Beside it, the runs behind the other `omr bench-*` commands:
+//! [`capacity`] (an embedded omrd serving many keys through a small memory budget), [`pir`]
+//! (fetching an attachment by PIR) and [`postage`] (solving and checking stamps); and [`host`],
+//! what every benchmark report reads of the machine and the process.
 //!
 //! Apart from omr-core so that the scheme crate holds no benchmark runs, thread pools or JSON;
 //! it uses only omr-core's public API (`DetectionKey::detect_timed` for the stage times).
@@ -17,6 +18,8 @@ pub mod capacity;
 mod cuda;
 pub mod host;
 pub mod light;
+pub mod pir;
+pub mod postage;
 mod yardstick;
 
 /// What to measure.
