@@ -209,6 +209,10 @@ pub struct Config {
     /// Peers (IP addresses or CIDR ranges) whose `X-Forwarded-For` names the client; from any
     /// other peer the header is ignored and the socket's address is the client's.
     pub trusted_proxies: Vec<String> = Vec::new(),
+    /// Browser origins (`scheme://host[:port]`) allowed to call the HTTP API from another
+    /// origin (CORS), e.g. a web wallet's; `["*"]` allows any. Empty: CORS off, no browser on
+    /// another origin may read the answers.
+    pub cors_allowed_origins: Vec<String> = Vec::new(),
     /// An HTTP client must send a request's headers within this many seconds of connecting or
     /// of its previous response, or the connection is closed.
     pub header_read_timeout_secs: u64 = 10,
@@ -255,6 +259,17 @@ pub enum DetectDevice {
     Cpu,
     Cuda,
     Auto,
+}
+
+/// Which browser origins may call the HTTP API across origins (`cors_allowed_origins`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CorsOrigins {
+    /// CORS off.
+    Off,
+    /// Any origin (`["*"]`).
+    Any,
+    /// These origins, each `scheme://host[:port]` in visible ASCII.
+    List(Vec<String>),
 }
 
 /// What this process does.
@@ -349,6 +364,7 @@ impl Config {
                 crate::epochs::MAX_ATTACHMENT_BYTES
             );
         }
+        self.cors_origins()?;
         if self.light_fetch_open_rebuild_ms < MIN_OPEN_REBUILD_MS {
             anyhow::bail!(
                 "light_fetch_open_rebuild_ms = {} is under the minimum of {MIN_OPEN_REBUILD_MS}: \
@@ -373,6 +389,38 @@ impl Config {
                 .map_err(anyhow::Error::msg)?;
         }
         Ok(set)
+    }
+
+    /// `cors_allowed_origins`, checked: each `scheme://host[:port]` (http or https, nothing
+    /// after), or `"*"` alone.
+    pub fn cors_origins(&self) -> anyhow::Result<CorsOrigins> {
+        let origins = &self.cors_allowed_origins;
+        if origins.is_empty() {
+            return Ok(CorsOrigins::Off);
+        }
+        if origins.iter().any(|o| o == "*") {
+            anyhow::ensure!(
+                origins.len() == 1,
+                "cors_allowed_origins: \"*\" (any origin) stands alone, without other origins"
+            );
+            return Ok(CorsOrigins::Any);
+        }
+        let origin = |o: &String| {
+            let (scheme, rest) = o.split_once("://").unwrap_or(("", o));
+            let well_formed = matches!(scheme, "http" | "https")
+                && !rest.is_empty()
+                && rest.bytes().all(|b| b.is_ascii_graphic())
+                && !rest.contains(['/', '?', '#', '*']);
+            anyhow::ensure!(
+                well_formed,
+                "cors_allowed_origins: {o:?} is not an origin (scheme://host[:port], e.g. \
+                 \"https://wallet.example\"; or \"*\" alone for any origin)"
+            );
+            Ok(o.clone())
+        };
+        Ok(CorsOrigins::List(
+            origins.iter().map(origin).collect::<anyhow::Result<_>>()?,
+        ))
     }
 
     /// The key memory budget in bytes: `key_memory_bytes`, or half of the memory available to

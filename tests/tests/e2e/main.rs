@@ -6,6 +6,7 @@ mod attachments;
 mod board;
 mod capacity;
 mod contract;
+mod cors;
 mod detection;
 mod docs;
 mod gpu;

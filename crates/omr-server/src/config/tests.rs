@@ -205,3 +205,33 @@ fn attachments_default_by_lane() {
     c.param_set = Some("omr-v2".into());
     assert_eq!(c.attachment_limit(), 1024);
 }
+
+/// `cors_allowed_origins`: off by default; origins as a browser sends them, or "*" alone.
+#[test]
+fn cors_origins_are_checked() {
+    use super::CorsOrigins;
+    let mut c = Config::default();
+    assert_eq!(c.cors_origins().unwrap(), CorsOrigins::Off);
+    c.cors_allowed_origins = vec![
+        "https://wallet.example".into(),
+        "http://127.0.0.1:8000".into(),
+    ];
+    assert!(matches!(c.cors_origins().unwrap(), CorsOrigins::List(l) if l.len() == 2));
+    c.validate().unwrap();
+    c.cors_allowed_origins = vec!["*".into()];
+    assert_eq!(c.cors_origins().unwrap(), CorsOrigins::Any);
+    for bad in [
+        "wallet.example",
+        "https://wallet.example/",
+        "ftp://x",
+        "https://",
+        "*.x",
+    ] {
+        c.cors_allowed_origins = vec![bad.into()];
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("is not an origin"), "{bad}: {err}");
+    }
+    c.cors_allowed_origins = vec!["*".into(), "https://a.example".into()];
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("stands alone"), "{err}");
+}

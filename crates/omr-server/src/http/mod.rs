@@ -12,6 +12,7 @@ mod about;
 mod admin;
 mod board;
 pub mod body;
+pub mod cors;
 mod digests;
 mod error;
 mod fetch;
@@ -181,13 +182,21 @@ pub fn router(state: Arc<HttpState>) -> Router {
         overload::Overload::new(state.config.max_concurrent_requests, state.metrics.clone());
     let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
     let long_poll_timeout = timeout + Duration::from_secs(omr_api::http::MAX_WAIT_SECS);
-    probes
+    let origins = (state.config.cors_origins())
+        .expect("cors_allowed_origins checked at start-up (Config::validate)");
+    let cors = cors::layer(origins);
+    let router = probes
         .merge(overload.guard(api, timeout))
         .merge(overload.guard(long_poll, long_poll_timeout))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), observe))
-        .with_state(state)
+        .with_state(state);
+    // Outermost: a preflight is answered before any route, limit or timeout sees it.
+    match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    }
 }
 
 /// A path no route serves: `404 unknown_route`, in the one error shape.
