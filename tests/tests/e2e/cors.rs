@@ -13,17 +13,25 @@ fn header<'a>(r: &'a reqwest::Response, name: &str) -> Option<&'a str> {
     r.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
+/// `GET /v1/params` from a page of `origin`: its status and its `Access-Control-Allow-Origin`.
+async fn params_from(
+    api: &omr_test_support::RawClient,
+    origin: &str,
+) -> (StatusCode, Option<String>) {
+    let r = (api.http().get(api.url("/v1/params")))
+        .header("origin", origin)
+        .send()
+        .await
+        .expect("GET /v1/params");
+    let allowed = header(&r, "access-control-allow-origin").map(str::to_string);
+    (r.status(), allowed)
+}
+
 #[tokio::test]
 async fn cors_is_off_by_default() {
     let s = TestServer::start_sqlite().await;
     let api = s.client();
-    let r = (api.http().get(api.url("/v1/params")))
-        .header("origin", WALLET)
-        .send()
-        .await
-        .expect("GET /v1/params");
-    assert_eq!(r.status(), StatusCode::OK);
-    assert_eq!(header(&r, "access-control-allow-origin"), None);
+    assert_eq!(params_from(&api, WALLET).await, (StatusCode::OK, None));
     let pre = (api.http().request(Method::OPTIONS, api.url("/v1/params")))
         .header("origin", WALLET)
         .header("access-control-request-method", "GET")
@@ -102,12 +110,9 @@ async fn named_origins_may_call_the_api_and_read_the_digest_headers() {
     );
 
     // Another origin: no CORS header, so its browser keeps the answer from its page.
-    let other = (api.http().get(api.url("/v1/params")))
-        .header("origin", "https://elsewhere.example")
-        .send()
-        .await
-        .expect("GET /v1/params");
-    assert_eq!(other.status(), StatusCode::OK);
-    assert_eq!(header(&other, "access-control-allow-origin"), None);
+    let other = params_from(&api, "https://elsewhere.example").await;
+    assert_eq!(other, (StatusCode::OK, None));
+    let allowed = params_from(&api, WALLET).await;
+    assert_eq!(allowed, (StatusCode::OK, Some(WALLET.to_string())));
     s.stop().await;
 }
