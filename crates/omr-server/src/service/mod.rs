@@ -128,10 +128,10 @@ impl Service {
         }
     }
 
-    /// Whether a call `asking` for messages is an ask: on omr-light-v1, whose open batch is
-    /// detected for an online key only when its recipient asks.
+    /// Whether a call `asking` for messages is an ask: on a scheme that detects in batches,
+    /// whose open batch is detected for an online key only when its recipient asks.
     fn asks(&self, asking: bool) -> bool {
-        asking && matches!(self.scheme, Scheme::Light(_))
+        asking && self.set.batch().is_some()
     }
 
     /// For a scheme that detects in batches (omr-light-v1): the board index whose arrival makes
