@@ -1,7 +1,8 @@
 //! The facts the prose quotes, checked against the code so that they cannot drift: every
 //! parameter set a document names is one omrd runs; every `OMR_*` variable a document names is a
 //! configuration key or a variable the code reads; every `docs/….md` path the repository cites
-//! exists; and the configuration table's defaults are `Config::default()`'s.
+//! exists; the configuration table's defaults are `Config::default()`'s; and the error table
+//! names every error code with its statuses.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -233,5 +234,61 @@ fn the_configuration_table_states_the_defaults() {
         rows >= 40,
         "the configuration table was not found ({rows} rows)"
     );
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// docs/SERVICE.md's table of errors (`| status | gRPC code | codes |`) names every error code
+/// of `omr_api::ErrorCode` once, in the row of its HTTP status and gRPC code, and no other.
+#[test]
+fn the_error_table_names_every_code_with_its_statuses() {
+    let text =
+        std::fs::read_to_string(workspace_root().join("docs/SERVICE.md")).expect("docs/SERVICE.md");
+    let mut documented: Vec<(String, u16, String)> = Vec::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (Some(status), Some(grpc), Some(codes)) = (cells.get(1), cells.get(2), cells.get(3))
+        else {
+            continue;
+        };
+        let Ok(status) = status.parse::<u16>() else {
+            continue;
+        };
+        // The codes are the cell's words in backticks, but for the configuration keys and
+        // fields the notes beside them name.
+        for code in codes.split('`').skip(1).step_by(2) {
+            let note = omr_server::config::KEYS.contains(&code) || code == "index";
+            if !note && code.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                documented.push((code.to_string(), status, grpc.to_string()));
+            }
+        }
+    }
+    let screaming = |g: omr_api::GrpcCode| {
+        let mut out = String::new();
+        for (i, c) in format!("{g:?}").chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_uppercase());
+        }
+        out
+    };
+    let mut wrong = Vec::new();
+    for code in omr_api::ErrorCode::ALL {
+        let rows: Vec<_> = documented.iter().filter(|d| d.0 == code.as_str()).collect();
+        let expected = (code.http_status(), screaming(code.grpc_code()));
+        match rows.as_slice() {
+            [(_, status, grpc)] if (*status, grpc.clone()) == expected => {}
+            _ => wrong.push(format!(
+                "{}: documented {rows:?}, the code {expected:?}",
+                code.as_str()
+            )),
+        }
+    }
+    for (code, ..) in &documented {
+        if omr_api::ErrorCode::parse(code).is_none() {
+            wrong.push(format!("{code}: documented, no such error code"));
+        }
+    }
+    assert!(documented.len() >= 30, "the error table was not found");
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
