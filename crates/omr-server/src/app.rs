@@ -70,7 +70,7 @@ impl Application {
     /// Validate the configuration, connect and migrate the store, bind the listeners.
     pub async fn build(mut config: Config) -> anyhow::Result<Application> {
         // Checked before the store is touched; again once an unset set is the store's.
-        config.validate()?;
+        let configured = config.validate()?;
         let admin_token_hash = config.resolve_admin_token()?.map(|t| t.sha256());
         let tls = config.load_tls()?;
         let hangup = tls.as_ref().and_then(|_| Tls::listen_for_hangup());
@@ -78,9 +78,7 @@ impl Application {
         let metrics = Metrics::new();
         let admission = Admission::new(&config, metrics.clone()).map_err(anyhow::Error::msg)?;
         let store = open_store(&config).await?;
-        param_guard::settle_param_set(&store, &mut config).await?;
-        let set = config.validate()?;
-        param_guard::refuse_other_param_sets(&store, set).await?;
+        let set = param_guard::settle_param_set(&store, &mut config, configured).await?;
         // Before anything transforms a polynomial: expanded-key files stay valid across runs.
         crate::worker::key_files::pin_fft_plans(&config);
         // `detect_device = "cuda"` without a usable GPU refuses to start.
