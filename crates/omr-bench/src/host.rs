@@ -1,5 +1,5 @@
-//! What a benchmark report says of the machine and the process, read from /proc: the CPU's
-//! model name, this process's CPU time and peak memory, and the quantiles of a sample. One reader for the
+//! What a benchmark report says of the machine and a process, read from /proc: the CPU's model
+//! name, a process's CPU time and memory, and the quantiles of a sample. One reader for the
 //! `omr bench*` commands, the capacity run and the service's benchmark examples.
 
 /// The CPU's model name (/proc/cpuinfo), or "unknown" where it cannot be read.
@@ -13,10 +13,10 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// CPU seconds this process has used so far (user + system, 10 ms ticks); `None` without
-/// /proc.
-pub fn process_cpu_secs() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+/// CPU seconds process `pid` (a number, or `self`) has used so far (user + system, 10 ms
+/// ticks); `None` without /proc or the process.
+pub fn cpu_secs_of(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The fields after the command name (which may hold spaces) in parentheses: utime and
     // stime are the 12th and 13th.
     let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
@@ -25,12 +25,25 @@ pub fn process_cpu_secs() -> Option<f64> {
     Some((utime + stime) / 100.0)
 }
 
-/// The process's peak resident memory so far (VmHWM), in MiB; `None` without /proc.
+/// CPU seconds this process has used so far; `None` without /proc.
+pub fn process_cpu_secs() -> Option<f64> {
+    cpu_secs_of("self")
+}
+
+/// A field of process `pid`'s (a number, or `self`) /proc status in bytes (`VmRSS`, `VmHWM`);
+/// `None` without /proc, the process or the field.
+pub fn status_bytes_of(pid: &str, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// This process's peak resident memory so far (VmHWM), in MiB; `None` without /proc.
 pub fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
+    status_bytes_of("self", "VmHWM").map(|b| b as f64 / (1u64 << 20) as f64)
 }
 
 /// The `p`-quantile (0 ..= 1) of `v`, nearest rank; sorts `v`. NaN for no values.
@@ -58,6 +71,11 @@ mod tests {
     #[test]
     fn proc_is_read() {
         assert!(process_cpu_secs().is_some_and(|s| s >= 0.0));
+        let (rss, hwm) = (
+            status_bytes_of("self", "VmRSS"),
+            status_bytes_of("self", "VmHWM"),
+        );
+        assert!(rss.is_some_and(|r| r > 0) && hwm >= rss, "{rss:?} {hwm:?}");
         assert_ne!(cpu_model(), "unknown");
     }
 }

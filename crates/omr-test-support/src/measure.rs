@@ -6,23 +6,12 @@ use std::time::{Duration, Instant};
 
 /// CPU seconds process `pid` has used so far (user + system), from /proc (10 ms ticks).
 pub fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the process's stat");
-    let after = &stat[stat.rfind(')').expect("comm") + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    ticks / 100.0
+    omr_bench::host::cpu_secs_of(&pid.to_string()).expect("the process's stat")
 }
 
 /// A field of /proc/pid/status in bytes (VmRSS, VmHWM).
 pub fn status_bytes(pid: u32, field: &str) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the process's status");
-    let line = s.lines().find(|l| l.starts_with(field)).expect("field");
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<u64>()
-        .unwrap()
-        * 1024
+    omr_bench::host::status_bytes_of(&pid.to_string(), field).expect("the process's status field")
 }
 
 pub use omr_bench::host::{cpu_model, percentile};
