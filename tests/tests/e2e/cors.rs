@@ -5,41 +5,40 @@
 
 use omr_proto::v1::registration_header::Start;
 use omr_test_support::{insecure_keys, TestDb, TestServer};
-use reqwest::{Method, StatusCode};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
 
 const WALLET: &str = "https://wallet.example";
 
-fn header<'a>(r: &'a reqwest::Response, name: &str) -> Option<&'a str> {
+fn header<'a>(r: &'a Response, name: &str) -> Option<&'a str> {
     r.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
-/// `GET /v1/params` from a page of `origin`: its status and its `Access-Control-Allow-Origin`.
-async fn params_from(
-    api: &omr_test_support::RawClient,
-    origin: &str,
-) -> (StatusCode, Option<String>) {
-    let r = (api.http().get(api.url("/v1/params")))
-        .header("origin", origin)
-        .send()
-        .await
-        .expect("GET /v1/params");
+/// `request` sent from a page of `origin`: its status and its `Access-Control-Allow-Origin`, and
+/// the answer.
+async fn from(origin: &str, request: RequestBuilder) -> (StatusCode, Option<String>, Response) {
+    let r = (request.header("origin", origin).send().await).expect("a request from a page");
     let allowed = header(&r, "access-control-allow-origin").map(str::to_string);
-    (r.status(), allowed)
+    (r.status(), allowed, r)
+}
+
+/// A preflight for a `GET` of `url` with `headers` (none when empty).
+fn preflight(api: &omr_test_support::RawClient, url: &str, headers: &str) -> RequestBuilder {
+    let pre =
+        (api.http().request(Method::OPTIONS, url)).header("access-control-request-method", "GET");
+    match headers {
+        "" => pre,
+        h => pre.header("access-control-request-headers", h),
+    }
 }
 
 #[tokio::test]
 async fn cors_is_off_by_default() {
     let s = TestServer::start_sqlite().await;
     let api = s.client();
-    assert_eq!(params_from(&api, WALLET).await, (StatusCode::OK, None));
-    let pre = (api.http().request(Method::OPTIONS, api.url("/v1/params")))
-        .header("origin", WALLET)
-        .header("access-control-request-method", "GET")
-        .send()
-        .await
-        .expect("OPTIONS /v1/params");
-    assert_eq!(pre.status(), StatusCode::METHOD_NOT_ALLOWED);
-    assert_eq!(header(&pre, "access-control-allow-origin"), None);
+    let (status, allowed, _) = from(WALLET, api.http().get(api.url("/v1/params"))).await;
+    assert_eq!((status, allowed), (StatusCode::OK, None));
+    let (status, allowed, _) = from(WALLET, preflight(&api, &api.url("/v1/params"), "")).await;
+    assert_eq!((status, allowed), (StatusCode::METHOD_NOT_ALLOWED, None));
     s.stop().await;
 }
 
@@ -53,19 +52,11 @@ async fn named_origins_may_call_the_api_and_read_the_digest_headers() {
     let api = s.client();
     let r = api.register(insecure_keys(4), Start::FromNow(true)).await;
     let digest = api.url(&format!("/v1/digests/{}", r.key_id));
+    let wallet = Some(WALLET.to_string());
 
-    let pre = (api.http().request(Method::OPTIONS, &digest))
-        .header("origin", WALLET)
-        .header("access-control-request-method", "GET")
-        .header(
-            "access-control-request-headers",
-            "authorization, if-none-match",
-        )
-        .send()
-        .await
-        .expect("preflight");
-    assert_eq!(pre.status(), StatusCode::OK);
-    assert_eq!(header(&pre, "access-control-allow-origin"), Some(WALLET));
+    let asked = preflight(&api, &digest, "authorization, if-none-match");
+    let (status, allowed, pre) = from(WALLET, asked).await;
+    assert_eq!((status, allowed), (StatusCode::OK, wallet.clone()));
     let methods = header(&pre, "access-control-allow-methods").unwrap_or_default();
     assert!(
         methods.contains("GET") && methods.contains("PUT"),
@@ -78,14 +69,8 @@ async fn named_origins_may_call_the_api_and_read_the_digest_headers() {
     );
     assert_eq!(header(&pre, "access-control-max-age"), Some("600"));
 
-    let got = (api.http().get(&digest))
-        .header("origin", WALLET)
-        .bearer_auth(&r.token)
-        .send()
-        .await
-        .expect("GET digest");
-    assert_eq!(got.status(), StatusCode::OK);
-    assert_eq!(header(&got, "access-control-allow-origin"), Some(WALLET));
+    let (status, allowed, got) = from(WALLET, api.http().get(&digest).bearer_auth(&r.token)).await;
+    assert_eq!((status, allowed), (StatusCode::OK, wallet.clone()));
     let exposed = header(&got, "access-control-expose-headers").unwrap_or_default();
     for h in [
         "omr-range-start",
@@ -97,22 +82,15 @@ async fn named_origins_may_call_the_api_and_read_the_digest_headers() {
     }
 
     // A refusal carries the header too, so that the page can read its error.
-    let refused = (api.http().get(&digest))
-        .header("origin", WALLET)
-        .bearer_auth("not-the-token")
-        .send()
-        .await
-        .expect("GET digest with a wrong token");
-    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
-    assert_eq!(
-        header(&refused, "access-control-allow-origin"),
-        Some(WALLET)
-    );
+    let wrong = api.http().get(&digest).bearer_auth("not-the-token");
+    let (status, allowed, _) = from(WALLET, wrong).await;
+    assert_eq!((status, allowed), (StatusCode::FORBIDDEN, wallet.clone()));
 
     // Another origin: no CORS header, so its browser keeps the answer from its page.
-    let other = params_from(&api, "https://elsewhere.example").await;
-    assert_eq!(other, (StatusCode::OK, None));
-    let allowed = params_from(&api, WALLET).await;
-    assert_eq!(allowed, (StatusCode::OK, Some(WALLET.to_string())));
+    let params = || api.http().get(api.url("/v1/params"));
+    let (status, allowed, _) = from("https://elsewhere.example", params()).await;
+    assert_eq!((status, allowed), (StatusCode::OK, None));
+    let (status, allowed, _) = from(WALLET, params()).await;
+    assert_eq!((status, allowed), (StatusCode::OK, wallet));
     s.stop().await;
 }
