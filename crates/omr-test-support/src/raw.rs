@@ -103,6 +103,23 @@ impl RawClient {
         }
     }
 
+    /// This client without a pool of idle connections: every request on a connection of its
+    /// own. For servers with a short header timeout, which close an idle keep-alive connection
+    /// while a pooled client may be sending on it.
+    pub fn unpooled(&self) -> RawClient {
+        let mut builder = reqwest::Client::builder().pool_max_idle_per_host(0);
+        if let Some(pem) = &self.ca {
+            let ca = reqwest::Certificate::from_pem(pem).expect("a PEM certificate");
+            builder = builder
+                .tls_built_in_root_certs(false)
+                .add_root_certificate(ca);
+        }
+        RawClient {
+            client: builder.build().expect("an HTTP client"),
+            ..self.clone()
+        }
+    }
+
     /// The HTTP client (reqwest), with the CA when the server speaks TLS.
     pub fn http(&self) -> &reqwest::Client {
         &self.client

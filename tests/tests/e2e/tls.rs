@@ -42,7 +42,8 @@ async fn tls_serves_the_flow_and_reloads_a_renewed_certificate() {
         c.header_read_timeout_secs = 2;
     })
     .await;
-    let api = s.client();
+    // Unpooled: the 2 s header timeout closes idle keep-alive connections under a pool.
+    let api = s.client().unpooled();
     let r = api.register(insecure_keys(4), Start::FromNow(true)).await;
     let index = api.post(&r.keys.clue_key, b"over TLS").await;
     let digest = api.caught_up_digest(&r, None).await;
@@ -59,7 +60,7 @@ async fn tls_serves_the_flow_and_reloads_a_renewed_certificate() {
     )
     .await;
     assert!(!trusted(&s, &first).await, "the old certificate is served");
-    let fresh = RawClient::with_tls(s.http, s.grpc, &renewed);
+    let fresh = RawClient::with_tls(s.http, s.grpc, &renewed).unpooled();
     assert_eq!(fresh.grpc_params().await.param_set, "insecure-test");
     let reloads = |result: &'static str| {
         let api = fresh.clone();

@@ -22,7 +22,9 @@ async fn half_sent_requests_neither_block_posting_nor_outlive_the_header_timeout
     let (dir, _tmp) = data_dir(db);
     let secs = HEADER_TIMEOUT.as_secs().to_string();
     let o = start(&dir, db, &[("OMR_HEADER_READ_TIMEOUT_SECS", &secs)]);
-    let api = o.client();
+    // Each request on a new connection: a pooled one idle past the header timeout is closed
+    // by the server, and a request sent on it as it closes fails.
+    let api = o.client().unpooled();
     let keys = insecure_keys(4);
     // Warm up: the store and the first connection.
     api.post(&keys.clue_key, b"before").await;
