@@ -19,7 +19,7 @@ use omr_light::{Batch, BatchDigest, Clue, Digest, DigestPart, ExpandedKey, Light
 use omr_store::StoredMessage;
 
 use super::gpu::GpuDetector;
-use super::{AcceptedKey, Detection, DetectionScheme};
+use super::{AcceptedKey, BatchScheme, Batched, DetectionScheme};
 
 /// Prepared batches kept: the closed batch keys are catching up on and the open one, with room
 /// for one more (32 MiB each).
@@ -170,12 +170,7 @@ impl DetectionScheme for Light {
     type Key = ExpandedKey;
     type State = LightState;
     type DigestKey = ();
-
-    fn detection(&self) -> Detection {
-        Detection::PerBatch {
-            messages: self.params.batch,
-        }
-    }
+    type Walk = Batched;
 
     fn accept_key(&self, key: &[u8], limit: usize) -> Result<AcceptedKey, OmrError> {
         if key.len() > limit {
@@ -240,47 +235,6 @@ impl DetectionScheme for Light {
         Ok(Light::part(first, self.half(&batch, key), &batch))
     }
 
-    fn detect_prepared(&self, key: &ExpandedKey, first: u64, count: usize) -> Option<LightState> {
-        let batch = self.prepared((first, count))?;
-        Some(Light::part(first, self.half(&batch, key), &batch))
-    }
-
-    /// One pass over the batch's shared plaintexts for all of `keys` (`Batch::detect_many`:
-    /// each block of them is read from memory once for the group; on a GPU, one launch).
-    fn detect_many(
-        &self,
-        keys: &[&ExpandedKey],
-        first: u64,
-        count: usize,
-        messages: &[StoredMessage],
-    ) -> Result<Option<Vec<LightState>>, OmrError> {
-        let batch = if messages.is_empty() {
-            match self.prepared((first, count)) {
-                Some(b) => b,
-                None => return Ok(None),
-            }
-        } else {
-            self.check_batch(messages)?;
-            self.batch(messages)?
-        };
-        let halves = self.halves(&batch, keys);
-        Ok(Some(
-            (halves.into_iter())
-                .map(|own| Light::part(first, own, &batch))
-                .collect(),
-        ))
-    }
-
-    fn keys_per_pass(&self) -> Option<usize> {
-        (self.gpu.as_ref())
-            .filter(|g| g.is_active())
-            .map(|_| GPU_GROUP_KEYS)
-    }
-
-    fn has_prepared(&self, first: u64, count: usize) -> bool {
-        self.prepared((first, count)).is_some()
-    }
-
     fn range(state: &LightState) -> (u64, u64) {
         (state.at, state.end())
     }
@@ -321,5 +275,52 @@ impl DetectionScheme for Light {
 
     fn encode_digest(_key: &(), state: LightState) -> Result<Vec<u8>, OmrError> {
         Ok(Digest::new(&omr_light::OMR_LIGHT_V1, state.parts).to_bytes())
+    }
+}
+
+impl BatchScheme for Light {
+    fn batch_messages(&self) -> usize {
+        self.params.batch.max(1)
+    }
+
+    fn detect_prepared(&self, key: &ExpandedKey, first: u64, count: usize) -> Option<LightState> {
+        let batch = self.prepared((first, count))?;
+        Some(Light::part(first, self.half(&batch, key), &batch))
+    }
+
+    /// One pass over the batch's shared plaintexts for all of `keys` (`Batch::detect_many`:
+    /// each block of them is read from memory once for the group; on a GPU, one launch).
+    fn detect_many(
+        &self,
+        keys: &[&ExpandedKey],
+        first: u64,
+        count: usize,
+        messages: &[StoredMessage],
+    ) -> Result<Option<Vec<LightState>>, OmrError> {
+        let batch = if messages.is_empty() {
+            match self.prepared((first, count)) {
+                Some(b) => b,
+                None => return Ok(None),
+            }
+        } else {
+            self.check_batch(messages)?;
+            self.batch(messages)?
+        };
+        let halves = self.halves(&batch, keys);
+        Ok(Some(
+            (halves.into_iter())
+                .map(|own| Light::part(first, own, &batch))
+                .collect(),
+        ))
+    }
+
+    fn keys_per_pass(&self) -> Option<usize> {
+        (self.gpu.as_ref())
+            .filter(|g| g.is_active())
+            .map(|_| GPU_GROUP_KEYS)
+    }
+
+    fn has_prepared(&self, first: u64, count: usize) -> bool {
+        self.prepared((first, count)).is_some()
     }
 }

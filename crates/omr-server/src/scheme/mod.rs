@@ -1,8 +1,8 @@
 //! The seam between the service and a detection scheme. [`DetectionScheme`] names everything
 //! omrd needs from a scheme: how an uploaded key is validated and what the registry stores
 //! beside it, how the worker loads a key and runs detection over board messages (one message at
-//! a time or in batches of the scheme's size), what it stores per key and epoch, and how a
-//! digest for a range is assembled from those and encoded. [`Scheme`] is the set a server runs,
+//! a time, or in batches for a [`BatchScheme`]: its [`Walk`]), what it stores per key and
+//! epoch, and how a digest for a range is assembled from those and encoded. [`Scheme`] is the set a server runs,
 //! chosen once from its parameter set; the worker and the digest endpoint dispatch on it once and
 //! are generic below that.
 //!
@@ -14,6 +14,7 @@
 mod gpu;
 mod light;
 mod tfhe;
+mod walk;
 
 use std::io::{Read, Write};
 
@@ -23,29 +24,9 @@ use omr_store::StoredMessage;
 pub use gpu::GpuDetector;
 pub use light::Light;
 pub use tfhe::Tfhe;
+pub use walk::{Batched, Grouping, PerMessage, Span, Walk};
 
 use crate::set::Set;
-
-/// How a scheme's detection runs over the board.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Detection {
-    /// Each message is detected on its own: a batch is any run of messages (`detect_batch`).
-    PerMessage,
-    /// Messages are detected `messages` at a time (the work shared by every key done once per
-    /// batch).
-    PerBatch { messages: usize },
-}
-
-impl Detection {
-    /// Messages per batch of a scheme that detects in batches (at least 1); `None` for one
-    /// that detects a message at a time.
-    pub fn batch(self) -> Option<u64> {
-        match self {
-            Detection::PerBatch { messages } => Some(messages.max(1) as u64),
-            Detection::PerMessage => None,
-        }
-    }
-}
 
 /// What the registry keeps of a validated key beside its bytes.
 #[derive(Debug)]
@@ -63,9 +44,9 @@ pub trait DetectionScheme: Clone + Send + Sync + 'static {
     type Key: Send + Sync + 'static;
     type State: Send + Sync + 'static;
     type DigestKey: Send + Sync + 'static;
-
-    /// How detection runs over board messages.
-    fn detection(&self) -> Detection;
+    /// How the worker walks the board for this scheme: [`PerMessage`], or [`Batched`] for a
+    /// [`BatchScheme`].
+    type Walk: Walk<Self>;
 
     // Registration.
     /// Decode and check a whole uploaded key (at most `limit` bytes) before anything is stored.
@@ -93,62 +74,15 @@ pub trait DetectionScheme: Clone + Send + Sync + 'static {
     // Detection.
     /// A new, empty state starting at board index `start`.
     fn new_state(key: &Self::Key, start: u64) -> Self::State;
-    /// Detect `messages` and fold them in: consecutive, starting at the state's end for a
-    /// scheme that detects [`Detection::PerMessage`]; for one that detects
-    /// [`Detection::PerBatch`], every message of the batch so far, from its first index (the
-    /// state is replaced). Runs on a detection pool.
+    /// Detect `messages` and fold them into `state`: consecutive, starting at the state's end,
+    /// for a scheme that walks [`PerMessage`]; for a [`BatchScheme`], every message of the batch
+    /// so far from its first index, into a new state. Runs on a detection pool.
     fn detect_and_fold(
         &self,
         key: &Self::Key,
         state: Self::State,
         messages: &[StoredMessage],
     ) -> Result<Self::State, OmrError>;
-
-    /// For a batch scheme: `key`'s state for the batch `[first, first + count)` from a
-    /// preparation still held, so that the worker need not read the batch's messages again;
-    /// `None` when it is not held (then the worker reads them and calls
-    /// [`detect_and_fold`](Self::detect_and_fold)). Runs on a detection pool.
-    fn detect_prepared(&self, key: &Self::Key, first: u64, count: usize) -> Option<Self::State> {
-        let _ = (key, first, count);
-        None
-    }
-
-    /// For a batch scheme: keys worth serving in one pass ([`detect_many`](Self::detect_many)),
-    /// when the scheme knows better than the worker's default (a GPU wants many at once).
-    fn keys_per_pass(&self) -> Option<usize> {
-        None
-    }
-
-    /// Whether [`detect_prepared`](Self::detect_prepared) would find the batch (a cheap check
-    /// before reading anything).
-    fn has_prepared(&self, first: u64, count: usize) -> bool {
-        let _ = (first, count);
-        false
-    }
-
-    /// For a batch scheme: the states of several keys for the batch `[first, first + count)`,
-    /// in the order of `keys`, from `messages` (the batch's, from its first index) or, when
-    /// `messages` is empty, from a preparation still held (`None` when it is not). A scheme
-    /// whose keys can share one pass over the batch's shared work overrides this; the default
-    /// serves them one after another. Runs on a detection pool.
-    fn detect_many(
-        &self,
-        keys: &[&Self::Key],
-        first: u64,
-        count: usize,
-        messages: &[StoredMessage],
-    ) -> Result<Option<Vec<Self::State>>, OmrError> {
-        if messages.is_empty() {
-            return Ok(keys
-                .iter()
-                .map(|k| self.detect_prepared(k, first, count))
-                .collect());
-        }
-        keys.iter()
-            .map(|k| self.detect_and_fold(k, Self::new_state(k, first), messages))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
-    }
 
     // What is stored per key and epoch.
     /// The board range `[start, end)` a state covers.
@@ -165,6 +99,42 @@ pub trait DetectionScheme: Clone + Send + Sync + 'static {
     fn digest_key(&self, bytes: &[u8]) -> Result<Self::DigestKey, OmrError>;
     /// Encode the digest of `state` for transport (CPU-heavy: off the async runtime).
     fn encode_digest(key: &Self::DigestKey, state: Self::State) -> Result<Vec<u8>, OmrError>;
+}
+
+/// A scheme that detects messages in batches of a fixed size ([`Batched`] walks it): the work
+/// every key shares is prepared once per batch and kept a while, and one pass over it can serve
+/// many keys.
+pub trait BatchScheme: DetectionScheme {
+    /// Messages per batch (at least 1).
+    fn batch_messages(&self) -> usize;
+
+    /// `key`'s state for the batch `[first, first + count)` from a preparation still held, so
+    /// that the worker need not read the batch's messages again; `None` when it is not held
+    /// (then the worker reads them and calls [`detect_and_fold`](DetectionScheme::detect_and_fold)).
+    /// Runs on a detection pool.
+    fn detect_prepared(&self, key: &Self::Key, first: u64, count: usize) -> Option<Self::State>;
+
+    /// Whether [`detect_prepared`](Self::detect_prepared) would find the batch (a cheap check
+    /// before reading anything).
+    fn has_prepared(&self, first: u64, count: usize) -> bool;
+
+    /// The states of several keys for the batch `[first, first + count)`, in the order of
+    /// `keys`, in one pass over the batch's shared work: from `messages` (the batch's, from
+    /// its first index) or, when `messages` is empty, from a preparation still held (`None`
+    /// when it is not). Runs on a detection pool.
+    fn detect_many(
+        &self,
+        keys: &[&Self::Key],
+        first: u64,
+        count: usize,
+        messages: &[StoredMessage],
+    ) -> Result<Option<Vec<Self::State>>, OmrError>;
+
+    /// Keys worth serving in one pass, when the scheme knows better than the worker's default
+    /// (a GPU wants many at once).
+    fn keys_per_pass(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The scheme a server runs, from its parameter set. Adding a scheme adds a variant here; every

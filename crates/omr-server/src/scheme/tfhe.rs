@@ -13,7 +13,7 @@ use omr_core::{
 use omr_store::StoredMessage;
 use rayon::prelude::*;
 
-use super::{AcceptedKey, Detection, DetectionScheme};
+use super::{AcceptedKey, DetectionScheme, PerMessage};
 
 /// The TFHE scheme for one parameter set.
 #[derive(Debug, Clone, Copy)]
@@ -31,10 +31,7 @@ impl DetectionScheme for Tfhe {
     type Key = DetectionKey;
     type State = Accumulator;
     type DigestKey = DigestKey;
-
-    fn detection(&self) -> Detection {
-        Detection::PerMessage
-    }
+    type Walk = PerMessage;
 
     fn accept_key(&self, key: &[u8], limit: usize) -> Result<AcceptedKey, OmrError> {
         let k = CompressedDetectionKey::from_bytes_with_limit(key, limit)?;

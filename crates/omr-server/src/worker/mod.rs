@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::scheme::{DetectionScheme, Scheme};
+use crate::scheme::{DetectionScheme, Grouping, Scheme, Walk};
 
 use cache::KeyCache;
 use leases::Leases;
@@ -158,7 +158,7 @@ impl<S: DetectionScheme> Worker<S> {
             .detection
             .key_memory_budget_bytes
             .set(cache.budget() as i64);
-        if scheme.detection().batch().is_some() {
+        if S::Walk::refreshes_open_batches() {
             let every = ctx.config.light_refresh_messages;
             ctx.metrics.detection.refresh_messages.set(every as i64);
         }
@@ -277,14 +277,15 @@ impl<S: DetectionScheme> Worker<S> {
         policy
     }
 
-    /// How a turn fills the pool with keys served together: for a batch scheme, up to
-    /// [`GROUP_KEYS`] keys at one batch (or as many as the scheme asks for: a GPU's); otherwise keys until every thread has a message.
+    /// How a turn fills the pool with keys served together ([`Walk::grouping`]): up to
+    /// [`GROUP_KEYS`] keys at one batch (or as many as the scheme asks for: a GPU's), or keys
+    /// until every thread has a message.
     fn fill(&self) -> Fill {
-        match self.scheme.detection() {
-            crate::scheme::Detection::PerBatch { .. } => Fill::Batch {
-                max_keys: self.scheme.keys_per_pass().unwrap_or(GROUP_KEYS),
+        match S::Walk::grouping(&self.scheme) {
+            Grouping::ByBatch { max_keys } => Fill::Batch {
+                max_keys: max_keys.unwrap_or(GROUP_KEYS),
             },
-            crate::scheme::Detection::PerMessage => Fill::Messages {
+            Grouping::ByThreads => Fill::Messages {
                 threads: self.pools.threads() as u64,
                 limit: self.batch_limit() as u64,
             },

@@ -10,7 +10,7 @@ use omr_store::ActiveKey;
 
 use super::schedule::KeyView;
 use super::Worker;
-use crate::scheme::DetectionScheme;
+use crate::scheme::{DetectionScheme, Walk};
 
 /// How long the worker plans from its last look at who is online before it looks again: how
 /// stale its view of presence may be (written by whichever process serves the recipient). The
@@ -125,7 +125,7 @@ impl<S: DetectionScheme> Worker<S> {
             }
         };
         self.board_rate.observe(head, Instant::now());
-        let batch = self.scheme.detection().batch();
+        let scheme = &self.scheme;
         let reach = [
             self.reach(head, false).min(head),
             self.reach(head, true).min(head),
@@ -136,7 +136,7 @@ impl<S: DetectionScheme> Worker<S> {
         let views = Arc::make_mut(&mut listed.views);
         let update = |v: &mut KeyView, k: &ActiveKey| {
             v.cursor = cache.cursor(&k.key_id).unwrap_or(k.cursor).max(k.cursor);
-            v.batch = batch.map_or(0, |d| v.cursor / d);
+            v.group = S::Walk::group_of(scheme, v.cursor);
             v.cached = cache.contains(&k.key_id);
         };
         // A key's cursor and presence in memory change only through the cache, which says
@@ -266,7 +266,7 @@ impl<S: DetectionScheme> Worker<S> {
                 online: online.contains(&k.key_id),
                 cached: false,
                 head: 0,
-                batch: 0,
+                group: 0,
                 since: since(&k.key_id),
                 place,
             })

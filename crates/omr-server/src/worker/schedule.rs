@@ -55,10 +55,10 @@ pub(super) struct KeyView {
     /// How far it may be detected now (below the board head for an offline key of a batch
     /// scheme: the end of the last full batch).
     pub(super) head: u64,
-    /// The batch its cursor is in, for a batch scheme (0 otherwise): keys behind are served
-    /// lowest batch first, so that they go through the board together and each batch's shared
-    /// work is prepared once for all of them.
-    pub(super) batch: u64,
+    /// The group its cursor is in (`Walk::group_of`: a batch scheme's batch, 0 otherwise):
+    /// keys behind are served lowest group first, so that they go through the board together
+    /// and each batch's shared work is prepared once for all of them.
+    pub(super) group: u64,
     /// When it started waiting, or last yielded its turn (`None` while it has nothing to
     /// detect): its place in the queue, kept by [`Queue::observe`]. Kept in the view, not in a
     /// map by key, so that the queue's passes over thousands of keys look nothing up.
@@ -280,7 +280,7 @@ impl Queue {
     /// then in the listing's order (the order of registration: so that the order is total,
     /// and compares no ids).
     fn rank(&self, k: &KeyView) -> Rank {
-        (!k.online, k.batch, k.since, k.place)
+        (!k.online, k.group, k.since, k.place)
     }
 
     /// The next key to serve among `keys` (this worker's leased keys) with the board at `head`:
@@ -357,7 +357,7 @@ impl Queue {
         });
         match fill {
             Fill::Batch { max_keys } => {
-                let same = candidates.filter(|k| k.batch == lead.batch && k.head == lead.head);
+                let same = candidates.filter(|k| k.group == lead.group && k.head == lead.head);
                 (self.first(same, max_keys.saturating_sub(1)).into_iter())
                     .map(|k| k.key_id.clone())
                     .collect()
@@ -431,7 +431,7 @@ mod tests {
             online,
             cached,
             head: u64::MAX,
-            batch: 0,
+            group: 0,
             since: None,
             place: 0,
         }
@@ -484,7 +484,7 @@ mod tests {
         let t0 = Instant::now();
         let mut q = Queue::default();
         let at = |id: &str, cursor: u64, head: u64| KeyView {
-            batch: cursor / 4096,
+            group: cursor / 4096,
             head,
             ..key(id, cursor, false, true)
         };
@@ -746,7 +746,7 @@ mod tests {
         let t0 = Instant::now();
         let mut q = Queue::default();
         let at = |id: &str, cursor: u64| KeyView {
-            batch: cursor / 4096,
+            group: cursor / 4096,
             head: 8192,
             ..key(id, cursor, false, true)
         };
@@ -764,7 +764,7 @@ mod tests {
         // Online keys refreshed to one mark (their reach) go together, never with offline ones
         // nor with one already there.
         let on = |id: &str, cursor: u64| KeyView {
-            batch: cursor / 4096,
+            group: cursor / 4096,
             head: 8256,
             ..key(id, cursor, true, true)
         };
@@ -804,7 +804,7 @@ mod tests {
                     online: rng.gen_bool(0.1),
                     cached: rng.gen_bool(0.3),
                     head: if rng.gen_bool(0.2) { 995 } else { u64::MAX },
-                    batch: rng.gen_range(0..3),
+                    group: rng.gen_range(0..3),
                     since: None,
                     place: i,
                 })
@@ -823,7 +823,7 @@ mod tests {
             };
             // The queue order, by a plain sort.
             let mut order: Vec<&KeyView> = keys.iter().filter(|k| k.behind(head) > 0).collect();
-            order.sort_by_key(|k| (!k.online, k.batch, k.since, k.place));
+            order.sort_by_key(|k| (!k.online, k.group, k.since, k.place));
             let ids = |v: &[&KeyView]| v.iter().map(|k| k.key_id.clone()).collect::<Vec<_>>();
             assert_eq!(ids(&q.order(&keys, head)), ids(&order), "round {round}");
             let mut until: Option<Instant> = None;

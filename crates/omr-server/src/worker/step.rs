@@ -3,11 +3,11 @@
 //! the scheme, then commit state and cursor with a compare-and-set) and [`finish`] (wake who
 //! waits, count, keep the state open).
 //!
-//! For a scheme that detects in batches the job reads the batch from its first message (the
-//! state is computed again and replaced, never folded into), and detection stops at `reach`,
-//! an index below a board head already read (so a job reads no head): the last refresh mark
-//! for a key whose online recipient asked for its open batch, the last full batch for the
-//! others.
+//! What a job detects is its scheme's walk's answer ([`Walk::span`]): the messages after the
+//! key's cursor, folded into its state, or a batch read from its first message (the state is
+//! computed again and replaced, never folded into) up to `reach`, an index below a board head
+//! already read (so a job reads no head): the last refresh mark for a key whose online
+//! recipient asked for its open batch, the last full batch for the others.
 //! Long: one batch's three parts and their group forms share Job's and Done's fields; splitting them would expose those fields.
 
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use omr_store::{ActiveKey, StoreError, StoredAccumulator, StoredMessage};
 use super::cache::{CachedKey, KeyCache};
 use super::pool::{on_pool, Priority};
 use super::WorkerContext;
-use crate::scheme::DetectionScheme;
+use crate::scheme::{DetectionScheme, Span, Walk};
 
 /// What one batch did.
 pub(super) struct Outcome {
@@ -77,8 +77,8 @@ pub(super) async fn prepare<S: DetectionScheme>(
     prepare_reading(ctx, cache, key, limit, reach, true).await
 }
 
-/// [`prepare`], reading a batch scheme's messages only when `read` (a group's companions leave
-/// them to the first job: see [`run_group`]).
+/// [`prepare`], reading a batch's messages ([`Span::Batch`]) only when `read` (a group's
+/// companions leave them to the first job: see [`run_group`]).
 async fn prepare_reading<S: DetectionScheme>(
     ctx: &WorkerContext,
     cache: &mut KeyCache<S>,
@@ -89,21 +89,18 @@ async fn prepare_reading<S: DetectionScheme>(
 ) -> anyhow::Result<Option<Job<S>>> {
     let cursor = next_index(cache, key);
     let scheme = cache.scheme().clone();
-    if scheme.detection().batch().is_some() {
-        // A batch is detected from its first message, whatever was detected of it before. The
-        // board has no gaps below its head: the batch so far is `[from, end)`. When its shared
-        // work is still prepared, its messages are not read again (every key's job would read
-        // the same 12 MB of clues).
-        let from = ctx.epochs.start_of(cursor);
-        let end = reach.min(ctx.epochs.next_boundary(from));
-        if end <= cursor {
-            return Ok(None);
-        }
-        let count = (end - from) as usize;
-        let messages = if !read || scheme.has_prepared(from, count) {
+    let Some(span) = S::Walk::span(&scheme, ctx.epochs, cursor, reach) else {
+        return Ok(None);
+    };
+    if let Span::Batch { first, count } = span {
+        // Detected whole from its first message, whatever was detected of it before. When its
+        // shared work is still prepared, its messages are not read again (every key's job would
+        // read the same clues).
+        let end = first + count as u64;
+        let messages = if !read || S::Walk::has_prepared(&scheme, first, count) {
             Vec::new()
         } else {
-            let mut m = read_batch(ctx, from, count).await?;
+            let mut m = read_batch(ctx, first, count).await?;
             m.retain(|m| m.index < end);
             m
         };
@@ -112,11 +109,11 @@ async fn prepare_reading<S: DetectionScheme>(
         };
         entry.cursor = cursor;
         let dk = entry.key.clone();
-        let state = S::new_state(&dk, from);
+        let state = S::new_state(&dk, first);
         return Ok(Some(Job {
             key_id: key.key_id.clone(),
             cursor,
-            batch: Some((from, count)),
+            batch: Some((first, count)),
             messages,
             key: dk,
             state,
@@ -207,7 +204,7 @@ impl<S: DetectionScheme> Job<S> {
             let (s, k, h) = (scheme.clone(), key.clone(), hooks.clone());
             held = on_pool(&pool, move || {
                 h.before_job(priority);
-                s.detect_prepared(&k, first, count)
+                S::Walk::detect_prepared(&s, &k, first, count)
             })
             .await?;
             if held.is_none() {
@@ -271,7 +268,7 @@ pub(super) async fn prepare_group<S: DetectionScheme>(
 
 /// Several keys' jobs at once on `pool`, so that keys whose work alone cannot fill the pool
 /// share it: a batch scheme's jobs of one batch in one pass over its shared work
-/// ([`DetectionScheme::detect_many`]), other jobs side by side. Each key commits on its own
+/// ([`Walk::detect_many`]), other jobs side by side. Each key commits on its own
 /// (compare-and-set on its cursor), so a crash in the middle leaves every key either committed
 /// or where it was. One result per job, in order.
 pub(super) async fn run_group<S: DetectionScheme>(
@@ -306,7 +303,10 @@ pub(super) async fn run_group<S: DetectionScheme>(
         let (held, batch) = on_pool(&pool, move || {
             hooks.before_job(priority);
             let refs: Vec<&S::Key> = keys.iter().map(|k| k.as_ref()).collect();
-            (scheme.detect_many(&refs, first, count, &batch), batch)
+            (
+                S::Walk::detect_many(&scheme, &refs, first, count, &batch),
+                batch,
+            )
         })
         .await?;
         messages = batch;

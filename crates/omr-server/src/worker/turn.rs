@@ -1,6 +1,6 @@
 //! One key's turn: batch after batch until it caught up, or until it yields at an epoch boundary
-//! once it detected a load's worth of messages (see `schedule`; a batch scheme's key yields
-//! after every batch). An offline key's load and
+//! once it detected a load's worth of messages (see `schedule`; or at every epoch boundary when
+//! its scheme's walk says so: `Walk::yields_each_epoch`). An offline key's load and
 //! batches run on the bulk pool while the loop serves online keys on the online pool as soon as
 //! new messages arrive, so an online recipient never waits for an offline key's turn.
 
@@ -14,7 +14,7 @@ use omr_store::ActiveKey;
 
 use super::pool::Priority;
 use super::{plan, step, supervise, Plan, Worker};
-use crate::scheme::Detection;
+use crate::scheme::Walk;
 
 impl<S: crate::scheme::DetectionScheme> Worker<S> {
     /// Serve `key_id` (a key of `plan`) until it caught up or yields; requeue it if it still
@@ -31,7 +31,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         };
         let epochs = self.ctx.epochs;
         let min_batch = self.policy().min_batch;
-        let per_batch = self.scheme.detection().batch().is_some();
+        let each_epoch = S::Walk::yields_each_epoch();
         let mut served = 0u64;
         let mut ok = true;
         while !cancel.is_cancelled() {
@@ -56,10 +56,7 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
             served += batch.count as u64;
             self.record(batch.count, batch.seconds);
             let cursor = self.cache.cursor(key_id).unwrap_or(key.cursor);
-            // A batch scheme yields after every batch, so that keys behind go through the
-            // board batch by batch together and each batch's shared work is prepared once for
-            // all of them, not once per key.
-            if epochs.is_boundary(cursor) && (served >= min_batch || per_batch) {
+            if epochs.is_boundary(cursor) && (served >= min_batch || each_epoch) {
                 break;
             }
         }
@@ -298,28 +295,17 @@ impl<S: crate::scheme::DetectionScheme> Worker<S> {
         joined(out, "a detection task")
     }
 
-    /// Messages per batch: `detect_batch` for a scheme that detects one message at a time, the
-    /// scheme's batch for one that detects in batches.
+    /// Messages one job detects at most ([`Walk::job_limit`]).
     pub(super) fn batch_limit(&self) -> usize {
-        match self.scheme.detection() {
-            Detection::PerMessage => self.ctx.config.detect_batch.max(1),
-            Detection::PerBatch { messages } => messages.max(1),
-        }
+        S::Walk::job_limit(&self.scheme, self.ctx.config.detect_batch)
     }
 
-    /// The board index a key's detection may reach with the board at `head`: any, for a scheme
-    /// that detects one message at a time; for a batch scheme's key whose `open` batch is asked
-    /// for (its online recipient asked since the last time: `plan::asks_open`), the last
-    /// refresh mark at or below `head` (`light_refresh_messages`; the open batch is detected
-    /// again from its first message, so a pass over the key is spread over that many new
-    /// messages, and every key refreshed to one mark shares its preparation); the end of the
-    /// last full batch for every other key of a batch scheme (each batch detected once).
+    /// The board index a key's detection may reach with the board at `head`, `open` when its
+    /// online recipient asked for its open batch since the last time (`plan::asks_open`):
+    /// [`Walk::reach`].
     pub(super) fn reach(&self, head: u64, open: bool) -> u64 {
-        match self.scheme.detection().batch() {
-            Some(d) if !open => head / d * d,
-            Some(_) => (self.ctx.epochs).refresh_mark(head, self.ctx.config.light_refresh_messages),
-            None => u64::MAX,
-        }
+        let every = self.ctx.config.light_refresh_messages;
+        S::Walk::reach(&self.scheme, self.ctx.epochs, head, open, every)
     }
 
     /// Account one batch of `count` messages that took `seconds` on a pool: the detection time
