@@ -278,6 +278,19 @@ pub struct CreatedInvite {
     pub expires_at: Option<String>,
 }
 
+/// `PUT /v1/keys`: a registered key, told once (the gRPC `RegisterDetectionKeyResponse`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyRegistered {
+    /// The key's id, in the paths of its digest, status and deletion.
+    pub key_id: String,
+    /// Its access token (64 hexadecimal digits), for `Authorization: Bearer`: shown only
+    /// here, the server keeps its hash.
+    pub access_token: String,
+    /// The board index its detection starts at.
+    pub start_index: u64,
+}
+
 /// The JSON body of every error response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -1,6 +1,6 @@
 //! Browsers on other origins (`cors_allowed_origins`): off by default, no CORS header on any
 //! answer; with origins named, a preflight from one of them is answered with the methods and
-//! headers the API takes, every answer to it (a refusal too) says it may be read and exposes
+//! headers the API takes (a key registration's too), every answer to it (a refusal too) says it may be read and exposes
 //! the digest's headers, and another origin gets no CORS header.
 
 use omr_proto::v1::registration_header::Start;
@@ -68,6 +68,15 @@ async fn named_origins_may_call_the_api_and_read_the_digest_headers() {
         "{headers}"
     );
     assert_eq!(header(&pre, "access-control-max-age"), Some("600"));
+    // A key registration's headers (`PUT /v1/keys`).
+    let register = "content-type, omr-param-set, omr-kbar, omr-start, omr-invite-code";
+    let asked = preflight(&api, &api.url("/v1/keys"), register);
+    let (status, allowed, pre) = from(WALLET, asked).await;
+    assert_eq!((status, allowed), (StatusCode::OK, wallet.clone()));
+    let headers = header(&pre, "access-control-allow-headers").unwrap_or_default();
+    for h in register.split(", ") {
+        assert!(headers.contains(h), "{h} not allowed: {headers}");
+    }
 
     let (status, allowed, got) = from(WALLET, api.http().get(&digest).bearer_auth(&r.token)).await;
     assert_eq!((status, allowed), (StatusCode::OK, wallet.clone()));

@@ -10,6 +10,7 @@ mod cors;
 mod detection;
 mod docs;
 mod gpu;
+mod http_registry;
 mod layers;
 mod light;
 mod light_asks;

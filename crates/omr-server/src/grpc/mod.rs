@@ -14,7 +14,6 @@ mod pir;
 mod reflection;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use omr_api::ErrorCode;
 use omr_proto::v1::detector_server::Detector;
@@ -30,7 +29,6 @@ use omr_proto::v1::{
     FetchRequest, FetchResponse, GetFetchRangeRequest, GetFetchRangeResponse, PutFetchKeyRequest,
     PutFetchKeyResponse,
 };
-use tokio::sync::Semaphore;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -51,13 +49,11 @@ pub use reflection::{
 #[derive(Debug, Clone)]
 pub struct DetectorService {
     state: Arc<ApiState>,
-    uploads: Arc<Semaphore>,
 }
 
 impl DetectorService {
     pub fn new(state: Arc<ApiState>) -> Self {
-        let uploads = Arc::new(Semaphore::new(state.config.max_concurrent_uploads.max(1)));
-        DetectorService { state, uploads }
+        DetectorService { state }
     }
 
     /// The header (admitted: the parameters, the invite when one is needed, room under
@@ -79,30 +75,15 @@ impl DetectorService {
             }
         };
         let invite = registry::admit(&self.state.service, &header).await?;
-        let total = header.total_bytes as usize;
-        let mut key = Vec::with_capacity(total);
+        let mut key = registry::KeyBytes::new(&header);
         while let Some(msg) = stream.next().await {
             match msg.map_err(transport_error)?.part {
-                Some(Part::Chunk(c)) => {
-                    if key.len() + c.len() > total {
-                        return Err(ServiceError::new(
-                            ErrorCode::KeyTooLarge,
-                            format!("stream carries more than the declared {total} bytes"),
-                        )
-                        .into());
-                    }
-                    key.extend_from_slice(&c);
-                }
+                Some(Part::Chunk(c)) => key.push(&c)?,
                 Some(Part::Header(_)) => return Err(malformed_upload("a second header was sent")),
                 None => return Err(malformed_upload("empty request message")),
             }
         }
-        if key.len() != total {
-            return Err(malformed_upload(format!(
-                "truncated upload: received {} of {total} bytes",
-                key.len()
-            )));
-        }
+        let key = key.finish()?;
         Ok((header, invite, key))
     }
 }
@@ -161,31 +142,7 @@ impl Detector for DetectorService {
         request: Request<Streaming<RegisterDetectionKeyRequest>>,
     ) -> Result<Response<RegisterDetectionKeyResponse>, Status> {
         let svc = &self.state.service;
-        let _permit = self.uploads.clone().try_acquire_owned().map_err(|_| {
-            registry::count(svc, "busy");
-            Status::from(ServiceError::new(
-                ErrorCode::Busy,
-                "too many key uploads in progress; retry shortly",
-            ))
-        })?;
-        let deadline = Duration::from_secs(svc.config.key_upload_timeout_secs);
-        let received = tokio::time::timeout(deadline, self.receive(request.into_inner())).await;
-        let (header, invite_hash, key) = match received {
-            Ok(Ok(v)) => v,
-            Ok(Err(status)) => {
-                registry::count(svc, "refused");
-                return Err(status);
-            }
-            Err(_) => {
-                registry::count(svc, "timeout");
-                return Err(ServiceError::new(
-                    ErrorCode::UploadTimeout,
-                    format!("key upload took longer than {} s", deadline.as_secs()),
-                )
-                .into());
-            }
-        };
-        let r = registry::register(svc, &header, invite_hash, key).await?;
+        let r = registry::upload(svc, self.receive(request.into_inner())).await?;
         Ok(Response::new(RegisterDetectionKeyResponse {
             key_id: r.key_id,
             access_token: r.access_token,

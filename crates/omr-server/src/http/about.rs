@@ -10,8 +10,8 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
 use omr_api::http::{
-    BatchIn, BatchPosted, BoardMessage, BoardPage, CreatedInvite, ErrorBody, KeyStatus, MessageIn,
-    NewInvite, Params, Posted,
+    BatchIn, BatchPosted, BoardMessage, BoardPage, CreatedInvite, ErrorBody, KeyRegistered,
+    KeyStatus, MessageIn, NewInvite, Params, Posted,
 };
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -24,8 +24,8 @@ use crate::error::ServiceError;
 #[openapi(
     info(
         title = "omrd",
-        description = "Oblivious message retrieval detector: the public bulletin board, key status \
-                       and digests, and the admin API."
+        description = "Oblivious message retrieval detector: the public bulletin board, key \
+                       registration, status and digests, and the admin API."
     ),
     components(schemas(
         MessageIn,
@@ -36,6 +36,7 @@ use crate::error::ServiceError;
         BoardMessage,
         Params,
         KeyStatus,
+        KeyRegistered,
         NewInvite,
         CreatedInvite,
         ErrorBody

@@ -46,6 +46,11 @@ pub fn layer(origins: CorsOrigins) -> Option<CorsLayer> {
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
                 header::IF_NONE_MATCH,
+                // A key registration's (`PUT /v1/keys`).
+                HeaderName::from_static(omr_api::headers::PARAM_SET),
+                HeaderName::from_static(omr_api::headers::KBAR),
+                HeaderName::from_static(omr_api::headers::START),
+                HeaderName::from_static(omr_api::headers::INVITE_CODE),
             ])
             .expose_headers(exposed.collect::<Vec<_>>())
             .max_age(MAX_AGE),

@@ -5,7 +5,7 @@
 //! and validates request bodies, `digests` and `status` answer on a key (status with its
 //! long-poll), `probes` answers readiness and metrics, `about` the parameters and the OpenAPI
 //! document, `admin` mints invite codes (admin token), `pir` serves attachment epochs by PIR,
-//! `error` maps a service error to an answer, `overload` sheds load and times requests out on
+//! `keys` registers (a streamed upload) and deletes keys, `error` maps a service error to an answer, `overload` sheds load and times requests out on
 //! the API routes, and `serve` runs the router on a listener (connection bound, header timeout).
 
 mod about;
@@ -16,6 +16,7 @@ pub mod cors;
 mod digests;
 mod error;
 mod fetch;
+mod keys;
 mod overload;
 mod pir;
 mod probes;
@@ -88,6 +89,8 @@ struct Routes {
     api: Router<Arc<HttpState>>,
     /// Long-polls: their wait on top.
     long_poll: Router<Arc<HttpState>>,
+    /// Key uploads: `key_upload_timeout_secs` to upload, then a request's time to register.
+    uploads: Router<Arc<HttpState>>,
     document: utoipa::openapi::OpenApi,
 }
 
@@ -106,15 +109,21 @@ fn routes() -> Routes {
         .routes(routes!(fetch::get_open_range))
         .routes(routes!(fetch::put_key))
         .routes(routes!(fetch::post_round))
+        .routes(routes!(keys::delete_key))
         .split_for_parts();
     // A long-poll waits up to MAX_WAIT_SECS for detection before its answer.
     let (long_poll, long_poll_document) = OpenApiRouter::new()
         .routes(routes!(status::get_key_status))
         .split_for_parts();
     document.merge(long_poll_document);
+    let (uploads, uploads_document) = OpenApiRouter::new()
+        .routes(routes!(keys::put_key))
+        .split_for_parts();
+    document.merge(uploads_document);
     Routes {
         api,
         long_poll,
+        uploads,
         document,
     }
 }
@@ -172,6 +181,7 @@ pub fn router(state: Arc<HttpState>) -> Router {
     let Routes {
         api,
         long_poll,
+        uploads,
         document,
     } = routes();
     let api = api.route(
@@ -182,12 +192,14 @@ pub fn router(state: Arc<HttpState>) -> Router {
         overload::Overload::new(state.config.max_concurrent_requests, state.metrics.clone());
     let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
     let long_poll_timeout = timeout + Duration::from_secs(omr_api::http::MAX_WAIT_SECS);
+    let upload_timeout = timeout + Duration::from_secs(state.config.key_upload_timeout_secs);
     let origins = (state.config.cors_origins())
         .expect("cors_allowed_origins checked at start-up (Config::validate)");
     let cors = cors::layer(origins);
     let router = probes
         .merge(overload.guard(api, timeout))
         .merge(overload.guard(long_poll, long_poll_timeout))
+        .merge(overload.guard(uploads, upload_timeout))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), observe))

@@ -64,6 +64,8 @@ pub struct Service {
     pub fetch: fetch::Snapshots,
     /// The board's newest messages, for readers near the head.
     pub board_tail: tail::BoardTail,
+    /// Key uploads in progress, through either transport (`max_concurrent_uploads`).
+    pub uploads: Arc<tokio::sync::Semaphore>,
 }
 
 impl Service {
@@ -84,6 +86,9 @@ impl Service {
             digests: Default::default(),
             fetch: Default::default(),
             board_tail: Default::default(),
+            uploads: Arc::new(tokio::sync::Semaphore::new(
+                config.max_concurrent_uploads.max(1),
+            )),
             config,
             set,
             store,

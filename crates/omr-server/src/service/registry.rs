@@ -2,7 +2,12 @@
 //! ([`admit`]: the parameters — [`check_header`], which the decoder fuzz tests call as omrd
 //! does —, the invite code when one is needed, room under `max_keys` and above retention), then
 //! the whole key is validated by the scheme and stored with its token in one transaction
-//! ([`register`]); [`delete`] removes a key. The upload's framing is the transport's (`grpc/`).
+//! ([`register`]); [`delete`] removes a key. [`upload`] runs a registration as both transports
+//! do (a permit, the deadline, the outcomes counted), and [`KeyBytes`] takes the key's bytes as
+//! they arrive; the upload's framing is the transport's (a gRPC stream, an HTTP body).
+
+use std::future::Future;
+use std::time::Duration;
 
 use omr_api::{ErrorCode, StartAt};
 use omr_proto::v1::registration_header::Start;
@@ -27,6 +32,89 @@ pub fn count(svc: &Service, outcome: &str) {
     (svc.metrics.registrations)
         .with_label_values(&[outcome])
         .inc();
+}
+
+/// A registration as either transport runs it: one of the `max_concurrent_uploads` permits
+/// (none free: `busy`, at once), then `receive` (the header admitted with [`admit`], then the
+/// key's bytes) within `key_upload_timeout_secs`, then [`register`]. Refusals and timeouts are
+/// counted; nothing is stored for them.
+pub async fn upload<E: From<ServiceError>>(
+    svc: &Service,
+    receive: impl Future<Output = Result<(RegistrationHeader, Option<[u8; 32]>, Vec<u8>), E>>,
+) -> Result<Registered, E> {
+    let _permit = svc.uploads.clone().try_acquire_owned().map_err(|_| {
+        count(svc, "busy");
+        ServiceError::new(
+            ErrorCode::Busy,
+            "too many key uploads in progress; retry shortly",
+        )
+    })?;
+    let deadline = Duration::from_secs(svc.config.key_upload_timeout_secs);
+    let (header, invite_hash, key) = match tokio::time::timeout(deadline, receive).await {
+        Ok(Ok(received)) => received,
+        Ok(Err(e)) => {
+            count(svc, "refused");
+            return Err(e);
+        }
+        Err(_) => {
+            count(svc, "timeout");
+            return Err(ServiceError::new(
+                ErrorCode::UploadTimeout,
+                format!("key upload took longer than {} s", deadline.as_secs()),
+            )
+            .into());
+        }
+    };
+    Ok(register(svc, &header, invite_hash, key).await?)
+}
+
+/// A key's bytes as an upload delivers them: at most the header's `total_bytes`, and all of
+/// them by the upload's end.
+#[derive(Debug)]
+pub struct KeyBytes {
+    total: usize,
+    key: Vec<u8>,
+}
+
+impl KeyBytes {
+    /// For the admitted header `h` (its `total_bytes` is within `max_key_bytes`).
+    pub fn new(h: &RegistrationHeader) -> KeyBytes {
+        let total = h.total_bytes as usize;
+        KeyBytes {
+            total,
+            key: Vec::with_capacity(total),
+        }
+    }
+
+    /// The next `chunk`; `key_too_large` when the upload carries more than declared.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), ServiceError> {
+        if self.key.len() + chunk.len() > self.total {
+            return Err(ServiceError::new(
+                ErrorCode::KeyTooLarge,
+                format!(
+                    "the upload carries more than the declared {} bytes",
+                    self.total
+                ),
+            ));
+        }
+        self.key.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// The key, once the upload ended; `malformed_upload` when it is short of the declared size.
+    pub fn finish(self) -> Result<Vec<u8>, ServiceError> {
+        if self.key.len() != self.total {
+            return Err(ServiceError::new(
+                ErrorCode::MalformedUpload,
+                format!(
+                    "truncated upload: received {} of {} bytes",
+                    self.key.len(),
+                    self.total
+                ),
+            ));
+        }
+        Ok(self.key)
+    }
 }
 
 /// Admit a registration from its header alone: the parameters, the invite code when
