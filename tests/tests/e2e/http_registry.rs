@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use omr_api::http::{ErrorBody, KeyRegistered};
 use omr_core::{INSECURE_TEST, OMR_V1};
+use omr_light::{SecretKey, OMR_LIGHT_V1};
 use omr_server::service::invites::new_code;
 use omr_server::Registration;
 use omr_test_support::{insecure_keys, quick_detection, test_each_backend, Recipient, TestDb};
+use omr_test_support::{light_message, LightRecipient};
 use omr_test_support::{wait_until, TestServer};
 use reqwest::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,6 +22,7 @@ use tokio::net::TcpStream;
 
 test_each_backend!(
     a_key_registered_over_http_is_stored_detected_and_deleted,
+    a_light_key_registers_over_http_as_a_browser_sends_it,
     refused_http_uploads_store_nothing,
     http_registration_is_admitted_from_its_headers,
     http_uploads_share_the_permits_and_the_deadline,
@@ -187,6 +190,46 @@ async fn a_key_registered_over_http_is_stored_detected_and_deleted(db: &TestDb) 
         StatusCode::NOT_FOUND
     );
     assert_eq!(key_count(db).await, 1);
+    s.stop().await;
+}
+
+/// The light lane, the browser's: a 32.5 MB key in one body, then its messages detected.
+async fn a_light_key_registers_over_http_as_a_browser_sends_it(db: &TestDb) {
+    let s = crate::light::light_server(db).await;
+    let api = s.client();
+    let secret = SecretKey::generate(&OMR_LIGHT_V1);
+    let light = vec![
+        ("omr-param-set", OMR_LIGHT_V1.name.to_string()),
+        ("omr-kbar", "1".to_string()),
+        ("omr-start", "0".to_string()),
+    ];
+    let key = secret.detection_key().to_bytes();
+    let (status, body) = put(&s, &light, key.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let registered: KeyRegistered = serde_json::from_value(body).unwrap();
+    assert_eq!(
+        db.store().key_bytes(&registered.key_id).await.unwrap(),
+        Some(key)
+    );
+    let stranger = SecretKey::generate(&OMR_LIGHT_V1).address();
+    let messages = (0..16u64)
+        .map(|i| {
+            let to = if i % 5 == 2 {
+                secret.address()
+            } else {
+                stranger.clone()
+            };
+            light_message(&to, format!("message {i}").as_bytes())
+        })
+        .collect();
+    assert_eq!(api.post_all(messages).await, 0);
+    let recipient = LightRecipient {
+        secret,
+        key_id: registered.key_id,
+        token: registered.access_token,
+    };
+    let (start, end, got) = api.light_caught_up(&recipient).await;
+    assert_eq!((start, end, got), (0, 16, vec![2, 7, 12]));
     s.stop().await;
 }
 
