@@ -58,7 +58,7 @@ pub struct Metrics {
     pub leased_keys: IntGauge,
     /// Capacity, memory and lag of detection.
     pub detection: DetectionMetrics,
-    /// Which device detects, and the GPU lane's keys, uploads and failures.
+    /// Which device detects, and the GPU detector's keys, uploads and failures.
     pub device: DeviceMetrics,
     /// Rate limits, load shedding and connections.
     pub admission: AdmissionMetrics,

@@ -1,12 +1,12 @@
-//! Which device detects, and what the GPU lane does: set once when omrd starts (which device)
-//! and by the GPU lane as it runs (its keys, uploads and failures).
+//! Which device detects, and what the GPU detector does: set once when omrd starts (which device)
+//! and by the GPU detector as it runs (its keys, uploads and failures).
 
 use prometheus::{IntCounter, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The detection device metrics.
 #[derive(Debug, Clone)]
 pub struct DeviceMetrics {
-    /// 1 for the device detecting now (`cpu` or `cuda`), 0 for the other: a GPU lane that fails
+    /// 1 for the device detecting now (`cpu` or `cuda`), 0 for the other: a GPU detector that fails
     /// turns `cuda` to 0 and `cpu` to 1.
     pub detect_device: IntGaugeVec,
     /// Keys resident in GPU memory, and their budget (`gpu_key_memory_bytes`, clamped to the
@@ -18,12 +18,12 @@ pub struct DeviceMetrics {
     /// Keys copied to the GPU (first use, or again after eviction: a high rate against
     /// `gpu_key_passes` means keys are time-shared over PCIe).
     pub gpu_key_uploads: IntCounter,
-    /// GPU passes that failed (each sends the lane to the CPU for good).
+    /// GPU passes that failed (each sends the detector to the CPU for good).
     pub gpu_failures: IntCounter,
 }
 
 impl DeviceMetrics {
-    /// The metrics, registered in `registry`; `cpu` detects until a GPU lane says otherwise.
+    /// The metrics, registered in `registry`; `cpu` detects until a GPU detector says otherwise.
     pub fn new(registry: &Registry) -> Self {
         let m = DeviceMetrics {
             detect_device: IntGaugeVec::new(

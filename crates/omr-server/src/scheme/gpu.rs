@@ -1,5 +1,5 @@
 //! The light pass on a GPU (omr-light-cuda) as omrd runs it: `detect_device` resolved once when
-//! omrd starts, and a lane that detects on the card until it fails, then sends every later pass
+//! omrd starts, and a detector that runs on the card until it fails, then sends every later pass
 //! to the CPU for good. A failed pass is run again on the CPU before its keys commit, so a
 //! failure loses and doubles no fold: the caller receives digests either way.
 
@@ -25,7 +25,7 @@ pub struct GpuDetector {
 }
 
 impl GpuDetector {
-    /// The lane `config` asks for, opened now: `None` to detect on the CPU. `cuda` that finds
+    /// The detector `config` asks for, opened now: `None` to detect on the CPU. `cuda` that finds
     /// no usable GPU, or asked of a TFHE set, is an error (omrd refuses to start); `auto` then
     /// says why it detects on the CPU. An API-only process detects nothing and opens no GPU.
     pub fn resolve(
@@ -94,7 +94,7 @@ impl GpuDetector {
         self.fail_next.store(true, Ordering::Release);
     }
 
-    /// The keys' halves of `batch` from the GPU; `None` when the lane has failed (now or
+    /// The keys' halves of `batch` from the GPU; `None` when the detector has failed (now or
     /// before): the caller runs the CPU pass.
     pub fn detect_many(&self, batch: &Batch, keys: &[&ExpandedKey]) -> Option<Vec<BatchDigest>> {
         if self.failed.load(Ordering::Acquire) {

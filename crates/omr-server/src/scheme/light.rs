@@ -68,7 +68,7 @@ impl Light {
         Light { gpu, ..self }
     }
 
-    /// The GPU lane, if this scheme has one.
+    /// The GPU detector, if this scheme has one.
     pub fn gpu(&self) -> Option<&Arc<GpuDetector>> {
         self.gpu.as_ref()
     }

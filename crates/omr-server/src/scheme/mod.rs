@@ -164,7 +164,7 @@ impl Scheme {
         }
     }
 
-    /// The GPU lane the scheme detects on, if any.
+    /// The GPU detector the scheme detects on, if any.
     pub fn gpu(&self) -> Option<&std::sync::Arc<GpuDetector>> {
         match self {
             Scheme::Light(s) => s.gpu(),
