@@ -76,13 +76,14 @@ pub struct Config {
     pub max_key_bytes: u64 = 128 * 1024 * 1024,
     /// Longest a key upload may take, in seconds.
     pub key_upload_timeout_secs: u64 = 600,
-    /// Concurrent key uploads (each holds the key in memory while it is checked).
+    /// Concurrent key uploads, gRPC and HTTP together (each holds the key in memory while it
+    /// is checked).
     pub max_concurrent_uploads: usize = 2,
     /// Most detection keys registered at once (the whole deployment, every process on one
-    /// store). Past it, registration is refused with RESOURCE_EXHAUSTED before any key byte is
-    /// read. Every key costs one detection per message posted, and ≈ 107 MB of storage (omr-v1).
+    /// store). Past it, registration is refused `too_many_keys` (gRPC RESOURCE_EXHAUSTED, HTTP
+    /// 507) before any key byte is read. Every key costs one detection per message posted, and ≈ 107 MB of storage (omr-v1).
     pub max_keys: u64 = 100,
-    /// Who may register a detection key: `open` (anyone who reaches the gRPC port) or `invite`
+    /// Who may register a detection key: `open` (anyone who reaches the API) or `invite`
     /// (only with an invite code from `omrd invite create` or the admin API).
     pub registration: Registration = Registration::Open,
     /// The bearer token of the admin API (`POST /v1/admin/invites`). Unset (and no
