@@ -44,9 +44,19 @@ async fn put(
     headers: &[(&str, String)],
     body: Vec<u8>,
 ) -> (StatusCode, serde_json::Value) {
+    put_as(s, "application/octet-stream", headers, body.into()).await
+}
+
+/// [`put`] with `body` (a stream: chunked) as `content_type`.
+async fn put_as(
+    s: &TestServer,
+    content_type: &str,
+    headers: &[(&str, String)],
+    body: reqwest::Body,
+) -> (StatusCode, serde_json::Value) {
     let mut request = reqwest::Client::new()
         .put(s.url("/v1/keys"))
-        .header("content-type", "application/octet-stream")
+        .header("content-type", content_type)
         .body(body);
     for (name, value) in headers {
         request = request.header(*name, value);
@@ -348,36 +358,20 @@ async fn refused_http_uploads_store_nothing(db: &TestDb) {
     }
 
     // Not application/octet-stream.
-    let response = (reqwest::Client::new().put(s.url("/v1/keys")))
-        .header("content-type", "application/json")
-        .header("omr-param-set", INSECURE_TEST.name)
-        .header("omr-kbar", "4")
-        .header("omr-start", "now")
-        .body(key.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let (status, body) = put_as(&s, "application/json", &headers("now"), key.clone().into()).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+    assert_eq!(error_code(&body), "unsupported_media_type");
     // A chunked body, without Content-Length: the size must be declared.
-    let chunks = futures::stream::iter(
-        (key.chunks(4096)
-            .map(|c| Ok::<_, std::io::Error>(c.to_vec())))
-        .collect::<Vec<_>>(),
-    );
-    let mut request = (reqwest::Client::new().put(s.url("/v1/keys")))
-        .header("content-type", "application/octet-stream")
-        .body(reqwest::Body::wrap_stream(chunks));
-    for (name, value) in headers("now") {
-        request = request.header(name, value);
-    }
-    let response = request.send().await.unwrap();
-    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    let chunked: ErrorBody = response.json().await.unwrap();
-    assert_eq!(chunked.code, "malformed_upload", "{}", chunked.message);
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        key.chunks(4096).map(|c| Ok(c.to_vec())).collect();
+    let chunked = reqwest::Body::wrap_stream(futures::stream::iter(chunks));
+    let octets = "application/octet-stream";
+    let (status, body) = put_as(&s, octets, &headers("now"), chunked).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(error_code(&body), "malformed_upload");
     assert!(
-        chunked.message.contains("Content-Length"),
-        "{}",
-        chunked.message
+        body["message"].as_str().unwrap().contains("Content-Length"),
+        "{body}"
     );
 
     // Larger than max_key_bytes: refused from the headers, no key byte sent.

@@ -1,12 +1,13 @@
 //! The HTTP API (axum): every HTTP handler, each a thin adapter from HTTP to the service core
-//! (`crate::service`), and nothing else. This module declares the routes once — each handler
-//! with its `#[utoipa::path]`, so that the router and the OpenAPI document come from the same
-//! list — and records latency per matched route. `board` posts and reads messages, `body` reads
-//! and validates request bodies, `digests` and `status` answer on a key (status with its
-//! long-poll), `probes` answers readiness and metrics, `about` the parameters and the OpenAPI
-//! document, `admin` mints invite codes (admin token), `pir` serves attachment epochs by PIR,
-//! `keys` registers (a streamed upload) and deletes keys, `error` maps a service error to an answer, `overload` sheds load and times requests out on
-//! the API routes, and `serve` runs the router on a listener (connection bound, header timeout).
+//! (`crate::service`), and nothing else. This module declares the routes once — each handler with
+//! its `#[utoipa::path]`, so that the router and the OpenAPI document come from the same list — and
+//! records latency per matched route. `board` posts and reads messages, `body` reads and validates
+//! request bodies, `digests` and `status` answer on a key (status with its long-poll), `probes`
+//! answers readiness and metrics, `about` the parameters and the OpenAPI document, `admin` mints
+//! invite codes (admin token), `pir` serves attachment epochs by PIR, `keys` registers (a streamed
+//! upload) and deletes keys, `error` maps a service error to an answer, `overload` sheds load and
+//! times requests out on the API routes, and `serve` runs the router on a listener (connection
+//! bound, header timeout).
 
 mod about;
 mod admin;

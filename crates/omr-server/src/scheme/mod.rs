@@ -1,10 +1,10 @@
-//! The seam between the service and a detection scheme. [`DetectionScheme`] names everything
-//! omrd needs from a scheme: how an uploaded key is validated and what the registry stores
-//! beside it, how the worker loads a key and runs detection over board messages (one message at
-//! a time, or in batches for a [`BatchScheme`]: its [`Walk`]), what it stores per key and
-//! epoch, and how a digest for a range is assembled from those and encoded. [`Scheme`] is the set a server runs,
-//! chosen once from its parameter set; the worker and the digest endpoint dispatch on it once and
-//! are generic below that.
+//! The seam between the service and a detection scheme. [`DetectionScheme`] names everything omrd
+//! needs from a scheme: how an uploaded key is validated and what the registry stores beside it,
+//! how the worker loads a key and runs detection over board messages (one message at a time, or in
+//! batches for a [`BatchScheme`]: its [`Walk`]), what it stores per key and epoch, and how a digest
+//! for a range is assembled from those and encoded. [`Scheme`] is the set a server runs, chosen
+//! once from its parameter set; the worker and the digest endpoint dispatch on it once and are
+//! generic below that.
 //!
 //! `tfhe` is omr-v1 and omr-v2 (TFHE functional bootstrapping, one message at a time, folded
 //! into an accumulator per epoch); `light` is omr-light-v1 (linear detection in batches of 4096,

@@ -64,23 +64,41 @@ pub trait Walk<S: DetectionScheme>: Send + Sync + 'static {
     fn refreshes_open_batches() -> bool;
 
     /// Whether the batch `[first, first + count)` is still prepared, so that a job need not
-    /// read its messages (a cheap check before reading anything).
-    fn has_prepared(scheme: &S, first: u64, count: usize) -> bool;
+    /// read its messages (a cheap check before reading anything). Asked only of a walk whose
+    /// [`span`](Self::span) gives batches: by default nothing is prepared.
+    fn has_prepared(scheme: &S, first: u64, count: usize) -> bool {
+        let _ = (scheme, first, count);
+        false
+    }
 
     /// `key`'s state for the batch `[first, first + count)` from its preparation, `None` when
-    /// it is no longer held (the job then reads the batch). Runs on a detection pool.
-    fn detect_prepared(scheme: &S, key: &S::Key, first: u64, count: usize) -> Option<S::State>;
+    /// it is no longer held (the job then reads the batch). Runs on a detection pool. By
+    /// default nothing is prepared.
+    fn detect_prepared(scheme: &S, key: &S::Key, first: u64, count: usize) -> Option<S::State> {
+        let _ = (scheme, key, first, count);
+        None
+    }
 
     /// The states of `keys` for the batch `[first, first + count)`, in their order, from
     /// `messages` (the batch's, from its first index) or, when `messages` is empty, from its
-    /// preparation (`None` when it is no longer held). Runs on a detection pool.
+    /// preparation (`None` when it is no longer held). Runs on a detection pool. By default one
+    /// key after another from `messages`, nothing being prepared.
     fn detect_many(
         scheme: &S,
         keys: &[&S::Key],
         first: u64,
         count: usize,
         messages: &[StoredMessage],
-    ) -> Result<Option<Vec<S::State>>, OmrError>;
+    ) -> Result<Option<Vec<S::State>>, OmrError> {
+        let _ = count;
+        if messages.is_empty() {
+            return Ok(None);
+        }
+        (keys.iter())
+            .map(|k| scheme.detect_and_fold(k, S::new_state(k, first), messages))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
 }
 
 /// The walk of a scheme that detects each message on its own: a job is any run of messages
@@ -115,31 +133,6 @@ impl<S: DetectionScheme> Walk<S> for PerMessage {
 
     fn refreshes_open_batches() -> bool {
         false
-    }
-
-    fn has_prepared(_: &S, _: u64, _: usize) -> bool {
-        false
-    }
-
-    fn detect_prepared(_: &S, _: &S::Key, _: u64, _: usize) -> Option<S::State> {
-        None
-    }
-
-    /// One key after another, each from `messages` (nothing is prepared).
-    fn detect_many(
-        scheme: &S,
-        keys: &[&S::Key],
-        first: u64,
-        _: usize,
-        messages: &[StoredMessage],
-    ) -> Result<Option<Vec<S::State>>, OmrError> {
-        if messages.is_empty() {
-            return Ok(None);
-        }
-        (keys.iter())
-            .map(|k| scheme.detect_and_fold(k, S::new_state(k, first), messages))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some)
     }
 }
 
